@@ -1,0 +1,1 @@
+"""ktui's core: everything that is not UI. Never imports textual."""

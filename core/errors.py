@@ -1,0 +1,111 @@
+"""One exception hierarchy for everything ktui can refuse or fail at.
+
+Every user mistake surfaces as a `KnowledgeError` subclass whose message can be
+shown as-is (a toast, one CLI line); anything else escaping the facade is a bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+
+class KnowledgeError(Exception):
+    """Base of every error ktui raises on purpose."""
+
+
+class ValidationError(KnowledgeError, ValueError):
+    """Bad input: `errors` maps each offending field to a message."""
+
+    def __init__(self, errors: Mapping[str, str] | str, message: str | None = None):
+        if isinstance(errors, str):
+            errors = {"input": errors}
+        self.errors: dict[str, str] = dict(errors)
+        if message is None:
+            message = "; ".join(f"{field}: {msg}" for field, msg in self.errors.items())
+        super().__init__(message)
+
+    @classmethod
+    def field(cls, name: str, message: str) -> ValidationError:
+        return cls({name: message})
+
+
+class NotFoundError(KnowledgeError, LookupError):
+    def __init__(self, kind: str, ident: str):
+        self.kind = kind
+        self.ident = ident
+        super().__init__(f"{kind} not found: {ident}")
+
+
+class InvalidOperationError(KnowledgeError):
+    """The call is well-formed but not allowed in the current state."""
+
+
+class BaseUnavailableError(InvalidOperationError):
+    """The base failed (its embedding model is missing): only delete and restore work."""
+
+    def __init__(self, base_id: str, name: str | None = None):
+        self.base_id = base_id
+        label = f"'{name}'" if name else base_id
+        super().__init__(
+            f"Knowledge base {label} has no usable embedding model; "
+            "restore it with a model available here (restore_base / `ktui base restore`)"
+        )
+
+
+class PartialDeletionError(KnowledgeError):
+    """The rows are gone but some on-disk artifacts could not be removed."""
+
+    def __init__(self, message: str, leftovers: Sequence[str] = ()):
+        self.leftovers = list(leftovers)
+        super().__init__(message)
+
+
+class AggregateAcceptanceError(KnowledgeError):
+    """Several inputs could not be accepted (restore, import): one line per failure."""
+
+    def __init__(self, message: str, failures: Mapping[str, str]):
+        self.failures = dict(failures)
+        detail = "; ".join(f"{k}: {v}" for k, v in self.failures.items())
+        super().__init__(f"{message}: {detail}" if detail else message)
+
+
+class ConfigError(KnowledgeError):
+    """The settings file (or an environment override) is malformed."""
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
+        self.file = file
+        self.key = key
+        where = ", ".join(p for p in (file and f"file {file}", key and f"key '{key}'") if p)
+        super().__init__(f"{message} ({where})" if where else message)
+
+
+class SchemaVersionError(KnowledgeError):
+    """The database was written by a newer ktui; we refuse to touch it."""
+
+
+class StoreError(KnowledgeError):
+    """A base's vector store is missing, corrupt or unwritable."""
+
+
+class IngestError(KnowledgeError):
+    """A source could not be read, fetched, expanded or chunked. The message names it."""
+
+
+class ProviderError(KnowledgeError):
+    """An embedding or rerank provider failed; the message says what to do next."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """The provider's server could not be reached."""
+
+
+class ModelNotFoundError(ProviderError):
+    """The provider does not know the model."""
+
+
+class EmbeddingShapeError(ProviderError):
+    """The provider answered, but not with vectors of the expected shape."""
+
+
+class TaskInterrupted(KnowledgeError):
+    """Raised inside a runtime task when delete/reindex/shutdown interrupted it."""

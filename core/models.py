@@ -1,0 +1,350 @@
+"""Dataclasses and enums shared by every layer of ktui.
+
+These are plain values: the data services build them from SQLite rows, the
+runtime emits them as events, the TUI and CLI render them. Nothing here does
+I/O, so every layer (including the Textual app) may import this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+ROOT = None
+"""`group_id` value meaning "top level" (roots only) in `list_items`."""
+
+ANY_GROUP: Any = ...
+"""`group_id` value meaning "any parent" (roots and children) in `list_items`."""
+
+
+class ItemType(StrEnum):
+    FILE = "file"
+    URL = "url"
+    NOTE = "note"
+    DIRECTORY = "directory"
+    SITEMAP = "sitemap"
+
+    @property
+    def is_container(self) -> bool:
+        return self in CONTAINER_TYPES
+
+    @property
+    def is_leaf(self) -> bool:
+        return self not in CONTAINER_TYPES
+
+
+CONTAINER_TYPES = frozenset({ItemType.DIRECTORY, ItemType.SITEMAP})
+LEAF_TYPES = frozenset({ItemType.FILE, ItemType.URL, ItemType.NOTE})
+
+
+class ItemStatus(StrEnum):
+    IDLE = "idle"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ItemStatus.COMPLETED, ItemStatus.FAILED)
+
+
+class ItemPhase(StrEnum):
+    PREPARING = "preparing"  # containers only
+    READING = "reading"  # leaves only
+    EMBEDDING = "embedding"  # leaves only
+
+
+class BaseStatus(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class KnowledgeBaseErrorCode(StrEnum):
+    MISSING_EMBEDDING_MODEL = "missing_embedding_model"
+
+
+class SearchMode(StrEnum):
+    DEFAULT = "default"  # cosine similarity over vectors
+    BM25 = "bm25"  # FTS5 full-text ranking
+    HYBRID = "hybrid"  # reciprocal-rank fusion of both
+
+
+class ScoreKind(StrEnum):
+    """What a result's `score` measures, so callers never compare apples to pears."""
+
+    COSINE = "cosine"
+    BM25 = "bm25"
+    RRF = "rrf"
+    RERANK = "rerank"
+    KEYWORD = "keyword"
+
+
+# --- groups, bases, items -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeGroup:
+    id: str
+    name: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBase:
+    id: str
+    name: str
+    group_id: str | None
+    emoji: str
+    dimensions: int | None
+    embedding_model_id: str | None
+    status: BaseStatus
+    error: KnowledgeBaseErrorCode | None
+    rerank_model_id: str | None
+    chunk_size: int
+    chunk_overlap: int
+    threshold: float | None
+    document_count: int | None
+    search_mode: SearchMode
+    hybrid_alpha: float | None
+    created_at: str
+    updated_at: str
+
+    @property
+    def is_usable(self) -> bool:
+        """A failed base keeps its data but cannot index or search until restored."""
+        return self.status == BaseStatus.COMPLETED
+
+    @property
+    def top_k(self) -> int:
+        return self.document_count if self.document_count is not None else DEFAULT_TOP_K
+
+
+DEFAULT_TOP_K = 10
+DEFAULT_EMOJI = "📁"
+DEFAULT_CHUNK_SIZE = 1024
+DEFAULT_CHUNK_OVERLAP = 200
+DEFAULT_HYBRID_ALPHA = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class ItemInput:
+    """What a caller asks to add: a type and its raw payload (validated by the service)."""
+
+    type: ItemType | str
+    data: dict[str, Any]
+
+
+# Per-type payloads, as stored in knowledge_item.data (JSON). `source` is filled
+# by the service: the absolute path of a file/directory or the URL.
+
+
+@dataclass(frozen=True, slots=True)
+class FileItemData:
+    path: str
+    source: str
+    size: int | None = None  # bytes, recorded when the file was last read
+    mtime_ns: int | None = None  # modification time, recorded when last read
+    sha256: str | None = None  # content hash, recorded when last read
+
+
+@dataclass(frozen=True, slots=True)
+class UrlItemData:
+    url: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoteItemData:
+    content: str
+    source: str
+    source_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryItemData:
+    path: str
+    source: str
+    watch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SitemapItemData:
+    url: str
+    source: str
+
+
+ItemData = FileItemData | UrlItemData | NoteItemData | DirectoryItemData | SitemapItemData
+
+ITEM_DATA_CLASSES: dict[ItemType, type] = {
+    ItemType.FILE: FileItemData,
+    ItemType.URL: UrlItemData,
+    ItemType.NOTE: NoteItemData,
+    ItemType.DIRECTORY: DirectoryItemData,
+    ItemType.SITEMAP: SitemapItemData,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeItem:
+    id: str
+    base_id: str
+    group_id: str | None
+    type: ItemType
+    data: ItemData
+    status: ItemStatus
+    phase: ItemPhase | None
+    error: str | None
+    created_at: str
+    updated_at: str
+
+    @property
+    def source(self) -> str:
+        return self.data.source
+
+    @property
+    def is_root(self) -> bool:
+        return self.group_id is None
+
+    @property
+    def display_name(self) -> str:
+        """A short label: the file name, the URL, or the first line of a note."""
+        if isinstance(self.data, NoteItemData):
+            first = self.data.content.strip().splitlines()[0] if self.data.content.strip() else ""
+            return (first[:60] + "…") if len(first) > 60 else (first or "(empty note)")
+        src = self.data.source
+        if isinstance(self.data, (FileItemData, DirectoryItemData)):
+            name = src.rstrip("/").rsplit("/", 1)[-1]
+            return name or src
+        return src
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    total: int
+    page: int
+    limit: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.limit))
+
+
+# --- ingestion and store --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """Text read from one source (a file, a PDF page, a web page) with its metadata."""
+
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of a document sized for embedding.
+
+    metadata holds at least item_id, item_type, source, chunk_index, token_count,
+    plus page / heading where known.
+    """
+
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """A chunk as stored in a base's store (what `list_item_chunks` returns)."""
+
+    id: str
+    item_id: str
+    chunk_index: int
+    text: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeSearchResult:
+    page_content: str
+    score: float
+    score_kind: ScoreKind
+    rank: int
+    metadata: dict[str, Any]
+    item_id: str | None
+    chunk_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    results: list[KnowledgeSearchResult]
+    degraded: bool = False
+    reason: str | None = None  # why it degraded, for the user
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingModelInfo:
+    id: str  # provider::model
+    provider: str
+    model: str
+    dimensions: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelListing:
+    """Models from every configured provider; providers that failed are listed with why."""
+
+    models: list[EmbeddingModelInfo]
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+# --- events ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ItemChanged:
+    base_id: str
+    item_id: str
+    status: ItemStatus
+    phase: ItemPhase | None
+    error: str | None
+    progress: float | None = None  # 0..1 while embedding, else None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemsAdded:
+    base_id: str
+    item_ids: tuple[str, ...]
+    group_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemsRemoved:
+    base_id: str
+    item_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BaseChanged:
+    base_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class BaseRemoved:
+    base_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    pending: int
+    running: int
+    done: int
+    failed: int
+    chunks_per_second: float
+
+
+Event = ItemChanged | ItemsAdded | ItemsRemoved | BaseChanged | BaseRemoved | QueueStats
