@@ -1,0 +1,252 @@
+"""KnowledgeBaseService: SQLite CRUD for bases and the groups that organise them.
+
+No vector-store side effects here (the orchestration layer owns those); the one
+hook, `before_commit`, lets the caller create the base's store inside the row's
+transaction so that a failure rolls the row back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiosqlite
+
+from core.data.rows import BASE_COLUMNS, base_from_row, group_from_row
+from core.data.validation import (
+    BASE_PATCHABLE,
+    check_base_consistency,
+    require_dimensions,
+    require_id,
+    require_model_id,
+    require_name,
+    require_page,
+    validate_base_field,
+    validate_base_patch,
+)
+from core.db import Database, new_id, utc_now
+from core.errors import BaseUnavailableError, NotFoundError, ValidationError
+from core.models import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_EMOJI,
+    DEFAULT_HYBRID_ALPHA,
+    BaseStatus,
+    KnowledgeBase,
+    KnowledgeBaseErrorCode,
+    KnowledgeGroup,
+    Page,
+    SearchMode,
+)
+
+BeforeCommit = Callable[[KnowledgeBase], Awaitable[None]]
+
+
+def base_config(config: dict[str, Any], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                chunk_overlap: int = DEFAULT_CHUNK_OVERLAP) -> dict[str, Any]:
+    """Validate a new base's configuration and fill the defaults.
+
+    `hybrid_alpha` defaults to 0.5 in hybrid mode and is absent otherwise.
+    """
+    if not isinstance(config, dict):
+        raise ValidationError.field("config", "must be a mapping")
+    unknown = [k for k in config if k not in BASE_PATCHABLE or k == "name"]
+    if unknown:
+        key = unknown[0]
+        raise ValidationError.field(str(key), "unknown base setting")
+    cfg: dict[str, Any] = {
+        "emoji": DEFAULT_EMOJI,
+        "group_id": None,
+        "rerank_model_id": None,
+        "chunk_size": chunk_size,
+        "chunk_overlap": min(chunk_overlap, chunk_size - 1),
+        "threshold": None,
+        "document_count": None,
+        "search_mode": SearchMode.HYBRID,
+        "hybrid_alpha": None,
+    }
+    if "chunk_size" in config and "chunk_overlap" not in config:
+        size = validate_base_field("chunk_size", config["chunk_size"])
+        cfg["chunk_overlap"] = min(chunk_overlap, size - 1)
+    for key, value in config.items():
+        cfg[key] = validate_base_field(key, value)
+    if cfg["search_mode"] == SearchMode.HYBRID and cfg["hybrid_alpha"] is None:
+        cfg["hybrid_alpha"] = DEFAULT_HYBRID_ALPHA
+    check_base_consistency(cfg)
+    return cfg
+
+
+class KnowledgeBaseService:
+    def __init__(self, db: Database):
+        self._db = db
+
+    # --- bases ------------------------------------------------------------
+
+    async def create(
+        self,
+        *,
+        name: Any,
+        embedding_model_id: Any,
+        dimensions: Any,
+        config: dict[str, Any] | None = None,
+        before_commit: BeforeCommit | None = None,
+        defaults: dict[str, int] | None = None,
+    ) -> KnowledgeBase:
+        """Insert a completed (runnable) base."""
+        clean_name = require_name(name)
+        model = require_model_id(embedding_model_id)
+        dims = require_dimensions(dimensions)
+        cfg = base_config(config or {}, **(defaults or {}))
+        return await self._insert(clean_name, model, dims, BaseStatus.COMPLETED, None, cfg, before_commit)
+
+    async def create_failed(
+        self,
+        *,
+        name: Any,
+        dimensions: Any,
+        error: KnowledgeBaseErrorCode = KnowledgeBaseErrorCode.MISSING_EMBEDDING_MODEL,
+        config: dict[str, Any] | None = None,
+    ) -> KnowledgeBase:
+        """Insert a recoverable failed base (its embedding model is unknown here)."""
+        clean_name = require_name(name)
+        dims = None
+        if dimensions is not None:
+            try:
+                dims = require_dimensions(dimensions)
+            except ValidationError:
+                dims = None  # unknown width is allowed for a failed base
+        cfg = base_config(config or {})
+        return await self._insert(clean_name, None, dims, BaseStatus.FAILED, error, cfg, None)
+
+    async def _insert(self, name: str, model: str | None, dims: int | None, status: BaseStatus,
+                      error: KnowledgeBaseErrorCode | None, cfg: dict[str, Any],
+                      before_commit: BeforeCommit | None) -> KnowledgeBase:
+        base_id = new_id()
+        now = utc_now()
+        async with self._db.transaction() as conn:
+            if cfg["group_id"] is not None:
+                await self._require_group(conn, cfg["group_id"])
+            await conn.execute(
+                f"INSERT INTO knowledge_base ({BASE_COLUMNS}) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    base_id, name, cfg["group_id"], cfg["emoji"], dims, model, status.value,
+                    error.value if error else None, cfg["rerank_model_id"], cfg["chunk_size"],
+                    cfg["chunk_overlap"], cfg["threshold"], cfg["document_count"],
+                    cfg["search_mode"].value, cfg["hybrid_alpha"], now, now,
+                ),
+            )
+            base = await self._get(conn, base_id)
+            if before_commit is not None:
+                await before_commit(base)
+        return base
+
+    async def get(self, base_id: Any) -> KnowledgeBase:
+        base_id = require_id(base_id, "base_id")
+        async with self._db.read() as conn:
+            return await self._get(conn, base_id)
+
+    async def _get(self, conn: aiosqlite.Connection, base_id: str) -> KnowledgeBase:
+        async with conn.execute(f"SELECT {BASE_COLUMNS} FROM knowledge_base WHERE id = ?", (base_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFoundError("Knowledge base", base_id)
+        return base_from_row(row)
+
+    async def list(self, page: Any = 1, limit: Any = 20) -> Page[KnowledgeBase]:
+        page, limit = require_page(page, limit)
+        async with self._db.read() as conn:
+            async with conn.execute("SELECT count(*) FROM knowledge_base") as cur:
+                (total,) = await cur.fetchone()
+            async with conn.execute(
+                f"SELECT {BASE_COLUMNS} FROM knowledge_base ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+                (limit, (page - 1) * limit),
+            ) as cur:
+                rows = await cur.fetchall()
+        return Page([base_from_row(r) for r in rows], total, page, limit)
+
+    async def list_all(self) -> list[KnowledgeBase]:
+        rows = await self._db.fetchall(f"SELECT {BASE_COLUMNS} FROM knowledge_base ORDER BY created_at DESC, id DESC")
+        return [base_from_row(r) for r in rows]
+
+    async def update(self, base_id: Any, patch: Any) -> KnowledgeBase:
+        """Patch configuration. The model and dimensions are immutable (restore instead)."""
+        base_id = require_id(base_id, "base_id")
+        clean = validate_base_patch(patch)
+        async with self._db.transaction() as conn:
+            current = await self._get(conn, base_id)
+            merged = {key: getattr(current, key) for key in BASE_PATCHABLE}
+            merged.update(clean)
+            if "search_mode" in clean:
+                if merged["search_mode"] != SearchMode.HYBRID:
+                    if clean.get("hybrid_alpha") is not None:
+                        raise ValidationError.field("hybrid_alpha", "only applies when search_mode is 'hybrid'")
+                    merged["hybrid_alpha"] = None
+                elif merged["hybrid_alpha"] is None:
+                    merged["hybrid_alpha"] = DEFAULT_HYBRID_ALPHA
+            check_base_consistency(merged)
+            if clean.get("group_id") is not None:
+                await self._require_group(conn, clean["group_id"])
+            assignments = ", ".join(f"{key} = ?" for key in BASE_PATCHABLE)
+            values = [merged[key].value if isinstance(merged[key], SearchMode) else merged[key] for key in BASE_PATCHABLE]
+            await conn.execute(
+                f"UPDATE knowledge_base SET {assignments}, updated_at = ? WHERE id = ?",
+                (*values, utc_now(), base_id),
+            )
+            return await self._get(conn, base_id)
+
+    async def delete(self, base_id: Any) -> None:
+        base_id = require_id(base_id, "base_id")
+        async with self._db.transaction() as conn:
+            cur = await conn.execute("DELETE FROM knowledge_base WHERE id = ?", (base_id,))
+            if cur.rowcount == 0:
+                raise NotFoundError("Knowledge base", base_id)
+
+    # --- groups -----------------------------------------------------------
+
+    async def create_group(self, name: Any) -> KnowledgeGroup:
+        clean = require_name(name)
+        group_id, now = new_id(), utc_now()
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO knowledge_group (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                (group_id, clean, now, now),
+            )
+        return KnowledgeGroup(group_id, clean, now, now)
+
+    async def rename_group(self, group_id: Any, name: Any) -> KnowledgeGroup:
+        group_id = require_id(group_id, "group_id")
+        clean = require_name(name)
+        async with self._db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE knowledge_group SET name = ?, updated_at = ? WHERE id = ?", (clean, utc_now(), group_id)
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError("Group", group_id)
+            async with conn.execute("SELECT * FROM knowledge_group WHERE id = ?", (group_id,)) as c:
+                return group_from_row(await c.fetchone())
+
+    async def delete_group(self, group_id: Any) -> None:
+        """Deleting a group ungroups its bases (ON DELETE SET NULL); the bases stay."""
+        group_id = require_id(group_id, "group_id")
+        async with self._db.transaction() as conn:
+            cur = await conn.execute("DELETE FROM knowledge_group WHERE id = ?", (group_id,))
+            if cur.rowcount == 0:
+                raise NotFoundError("Group", group_id)
+
+    async def list_groups(self) -> list[KnowledgeGroup]:
+        rows = await self._db.fetchall("SELECT * FROM knowledge_group ORDER BY name COLLATE NOCASE, id")
+        return [group_from_row(r) for r in rows]
+
+    async def _require_group(self, conn: aiosqlite.Connection, group_id: str) -> None:
+        async with conn.execute("SELECT 1 FROM knowledge_group WHERE id = ?", (group_id,)) as cur:
+            if await cur.fetchone() is None:
+                raise ValidationError.field("group_id", f"no such group: {group_id}")
+
+
+def require_runnable(base: KnowledgeBase) -> KnowledgeBase:
+    """Refuse indexing/search work on a failed base, saying how to recover."""
+    if not base.is_usable:
+        raise BaseUnavailableError(base.id, base.name)
+    return base
+

@@ -1,0 +1,82 @@
+"""Conversions between SQLite rows and the models of core.models."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from core.models import (
+    ITEM_DATA_CLASSES,
+    BaseStatus,
+    ItemData,
+    ItemPhase,
+    ItemStatus,
+    ItemType,
+    KnowledgeBase,
+    KnowledgeBaseErrorCode,
+    KnowledgeGroup,
+    KnowledgeItem,
+    SearchMode,
+)
+
+BASE_COLUMNS = (
+    "id, name, group_id, emoji, dimensions, embedding_model_id, status, error, rerank_model_id, "
+    "chunk_size, chunk_overlap, threshold, document_count, search_mode, hybrid_alpha, created_at, updated_at"
+)
+ITEM_COLUMNS = "id, base_id, group_id, type, data, status, phase, error, created_at, updated_at"
+
+
+def base_from_row(row: Any) -> KnowledgeBase:
+    return KnowledgeBase(
+        id=row["id"],
+        name=row["name"],
+        group_id=row["group_id"],
+        emoji=row["emoji"],
+        dimensions=row["dimensions"],
+        embedding_model_id=row["embedding_model_id"],
+        status=BaseStatus(row["status"]),
+        error=KnowledgeBaseErrorCode(row["error"]) if row["error"] else None,
+        rerank_model_id=row["rerank_model_id"],
+        chunk_size=row["chunk_size"],
+        chunk_overlap=row["chunk_overlap"],
+        threshold=row["threshold"],
+        document_count=row["document_count"],
+        search_mode=SearchMode(row["search_mode"]),
+        hybrid_alpha=row["hybrid_alpha"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def group_from_row(row: Any) -> KnowledgeGroup:
+    return KnowledgeGroup(id=row["id"], name=row["name"], created_at=row["created_at"], updated_at=row["updated_at"])
+
+
+def data_to_json(data: ItemData) -> str:
+    """Store only the fields that are set, so older rows stay readable as fields are added."""
+    payload = {k: v for k, v in dataclasses.asdict(data).items() if v is not None}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def data_from_json(item_type: ItemType, raw: str) -> ItemData:
+    cls = ITEM_DATA_CLASSES[item_type]
+    payload = json.loads(raw)
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in payload.items() if k in known})
+
+
+def item_from_row(row: Any) -> KnowledgeItem:
+    item_type = ItemType(row["type"])
+    return KnowledgeItem(
+        id=row["id"],
+        base_id=row["base_id"],
+        group_id=row["group_id"],
+        type=item_type,
+        data=data_from_json(item_type, row["data"]),
+        status=ItemStatus(row["status"]),
+        phase=ItemPhase(row["phase"]) if row["phase"] else None,
+        error=row["error"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )

@@ -1,0 +1,269 @@
+"""The catalogue database (`knowledge.db`): connection, pragmas, migrations.
+
+One aiosqlite connection per open service. Writers and readers share it, so every
+statement sequence goes through `Database.transaction()` / `Database.read()`,
+which serialise on one asyncio lock: a coroutine can never observe another's
+half-finished transaction on the shared connection.
+
+Schema changes are numbered migrations applied in order; `PRAGMA user_version`
+records the last one. A database written by a newer ktui is refused, never
+silently altered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from core.errors import SchemaVersionError, StoreError
+
+DB_FILENAME = "knowledge.db"
+BUSY_TIMEOUT_MS = 5000
+
+_SCHEMA_V1 = """
+CREATE TABLE knowledge_group (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL CHECK (length(trim(name)) > 0),
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+
+CREATE TABLE knowledge_base (
+    id                  TEXT PRIMARY KEY,
+    name                TEXT NOT NULL CHECK (length(trim(name)) > 0),
+    group_id            TEXT REFERENCES knowledge_group(id) ON DELETE SET NULL,
+    emoji               TEXT NOT NULL DEFAULT '📁' CHECK (length(emoji) > 0),
+    dimensions          INTEGER CHECK (dimensions IS NULL OR dimensions > 0),
+    embedding_model_id  TEXT CHECK (embedding_model_id IS NULL OR instr(embedding_model_id, '::') > 1),
+    status              TEXT NOT NULL DEFAULT 'completed' CHECK (status IN ('completed', 'failed')),
+    error               TEXT CHECK (error IS NULL OR error IN ('missing_embedding_model')),
+    rerank_model_id     TEXT,
+    chunk_size          INTEGER NOT NULL DEFAULT 1024 CHECK (chunk_size > 0),
+    chunk_overlap       INTEGER NOT NULL DEFAULT 200 CHECK (chunk_overlap >= 0 AND chunk_overlap < chunk_size),
+    threshold           REAL CHECK (threshold IS NULL OR (threshold >= 0 AND threshold <= 1)),
+    document_count      INTEGER CHECK (document_count IS NULL OR document_count > 0),
+    search_mode         TEXT NOT NULL DEFAULT 'hybrid' CHECK (search_mode IN ('default', 'bm25', 'hybrid')),
+    hybrid_alpha        REAL CHECK (hybrid_alpha IS NULL OR (hybrid_alpha >= 0 AND hybrid_alpha <= 1)),
+    created_at          TEXT NOT NULL,
+    updated_at          TEXT NOT NULL,
+    -- a runnable base has a model and a width; a failed one says why
+    CHECK (
+        (status = 'completed' AND error IS NULL AND embedding_model_id IS NOT NULL AND dimensions IS NOT NULL)
+        OR (status = 'failed' AND error IS NOT NULL)
+    ),
+    -- a missing model is recorded as no model at all
+    CHECK (error IS NULL OR error <> 'missing_embedding_model' OR embedding_model_id IS NULL),
+    CHECK (hybrid_alpha IS NULL OR search_mode = 'hybrid')
+);
+CREATE INDEX idx_base_created ON knowledge_base (created_at DESC, id DESC);
+CREATE INDEX idx_base_group ON knowledge_base (group_id);
+
+CREATE TABLE knowledge_item (
+    id          TEXT PRIMARY KEY,
+    base_id     TEXT NOT NULL REFERENCES knowledge_base(id) ON DELETE CASCADE,
+    group_id    TEXT,
+    type        TEXT NOT NULL CHECK (type IN ('file', 'url', 'note', 'directory', 'sitemap')),
+    data        TEXT NOT NULL CHECK (json_valid(data)),
+    status      TEXT NOT NULL DEFAULT 'idle' CHECK (status IN ('idle', 'processing', 'completed', 'failed')),
+    phase       TEXT CHECK (phase IS NULL OR phase IN ('preparing', 'reading', 'embedding')),
+    error       TEXT,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    UNIQUE (base_id, id),
+    FOREIGN KEY (base_id, group_id) REFERENCES knowledge_item (base_id, id) ON DELETE CASCADE,
+    CHECK (group_id IS NULL OR group_id <> id),
+    CHECK (
+        (status IN ('idle', 'completed') AND phase IS NULL AND error IS NULL)
+        OR (status = 'processing' AND error IS NULL)
+        OR (status = 'failed' AND phase IS NULL AND error IS NOT NULL AND length(trim(error)) > 0)
+    ),
+    CHECK (
+        phase IS NULL
+        OR (phase = 'preparing' AND type IN ('directory', 'sitemap'))
+        OR (phase IN ('reading', 'embedding') AND type IN ('file', 'url', 'note'))
+    )
+);
+CREATE INDEX idx_item_base_group ON knowledge_item (base_id, group_id, created_at DESC, id DESC);
+CREATE INDEX idx_item_group_status ON knowledge_item (group_id, status);
+CREATE INDEX idx_item_status ON knowledge_item (status);
+
+-- only directory and sitemap items may own children
+CREATE TRIGGER item_owner_is_container_insert
+BEFORE INSERT ON knowledge_item
+WHEN NEW.group_id IS NOT NULL
+ AND (SELECT type FROM knowledge_item WHERE id = NEW.group_id) NOT IN ('directory', 'sitemap')
+BEGIN
+    SELECT RAISE(ABORT, 'group owner must be a directory or sitemap item');
+END;
+
+CREATE TRIGGER item_owner_is_container_update
+BEFORE UPDATE OF group_id ON knowledge_item
+WHEN NEW.group_id IS NOT NULL
+ AND (SELECT type FROM knowledge_item WHERE id = NEW.group_id) NOT IN ('directory', 'sitemap')
+BEGIN
+    SELECT RAISE(ABORT, 'group owner must be a directory or sitemap item');
+END;
+"""
+
+MIGRATIONS: Sequence[str] = (_SCHEMA_V1,)
+"""MIGRATIONS[n] brings a database from user_version n to n + 1. Append only."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC with microseconds: sorts lexically in time order."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+_last_ms = 0
+_seq = 0
+
+
+def new_id() -> str:
+    """A time-ordered UUID (version 7 layout) so that `id DESC` breaks created_at ties in
+    insertion order within this process."""
+    global _last_ms, _seq
+    ms = time.time_ns() // 1_000_000
+    if ms <= _last_ms:
+        ms = _last_ms
+        _seq += 1
+    else:
+        _seq = 0
+    _last_ms = ms
+    rand = int.from_bytes(os.urandom(8), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= (_seq & 0xFFF) << 64
+    value |= (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
+class Database:
+    """The shared connection plus the lock that serialises statement sequences on it."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path):
+        self._conn = conn
+        self.path = path
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, data_dir: Path) -> Database:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path = data_dir / DB_FILENAME
+        try:
+            conn = await aiosqlite.connect(path, isolation_level=None)
+        except Exception as exc:  # unreadable dir, not a database...
+            raise StoreError(f"Cannot open database {path}: {exc}") from exc
+        conn.row_factory = aiosqlite.Row
+        db = cls(conn, path)
+        try:
+            await db._configure()
+            await db._migrate()
+        except BaseException:
+            await conn.close()
+            raise
+        return db
+
+    async def _configure(self) -> None:
+        for pragma in (
+            "PRAGMA journal_mode = WAL",
+            "PRAGMA foreign_keys = ON",
+            f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
+            "PRAGMA synchronous = NORMAL",
+        ):
+            try:
+                await self._conn.execute(pragma)
+            except aiosqlite.DatabaseError as exc:
+                raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+
+    async def _migrate(self) -> None:
+        async with self._conn.execute("PRAGMA user_version") as cur:
+            (version,) = await cur.fetchone()
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self.path} was written by a newer ktui (schema {version}, this version "
+                f"understands up to {SCHEMA_VERSION}); upgrade ktui to open it"
+            )
+        for target in range(version, SCHEMA_VERSION):
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _split_script(MIGRATIONS[target]):
+                    await self._conn.execute(statement)
+                await self._conn.execute(f"PRAGMA user_version = {target + 1}")
+                await self._conn.execute("COMMIT")
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+
+    async def user_version(self) -> int:
+        async with self.read() as conn, conn.execute("PRAGMA user_version") as cur:
+            (version,) = await cur.fetchone()
+        return version
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """BEGIN IMMEDIATE … COMMIT, rolled back on any exception (including cancellation)."""
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                await asyncio.shield(self._conn.execute("ROLLBACK"))
+                raise
+            else:
+                await self._conn.execute("COMMIT")
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            yield self._conn
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
+        async with self.read() as conn, conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
+        async with self.read() as conn, conn.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._conn.close()
+
+
+def _split_script(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (BEGIN … END;) whole.
+
+    executescript() would commit our transaction first; splitting keeps each
+    migration atomic with its user_version bump.
+    """
+    statements: list[str] = []
+    buf: list[str] = []
+    depth = 0
+    for line in script.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("--"):
+            continue
+        buf.append(line)
+        upper = stripped.upper()
+        if upper == "BEGIN" or upper.endswith(" BEGIN"):
+            depth += 1
+        if stripped.endswith(";"):
+            if depth and upper == "END;":
+                depth -= 1
+            if depth == 0:
+                statements.append("\n".join(buf))
+                buf = []
+    if buf:
+        statements.append("\n".join(buf))
+    return statements
