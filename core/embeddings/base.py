@@ -1,0 +1,133 @@
+"""What every embedding / rerank provider implements, and the shape checks they share.
+
+Providers are thin: they speak one protocol and turn its answers (and failures)
+into numpy arrays or `core.errors` exceptions. Caching, batching and id parsing
+live in `registry.EmbeddingService`, so a provider never sees a cache hit.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from core.config import ProviderConfig
+from core.errors import EmbeddingShapeError
+from core.models import EmbeddingModelInfo
+
+
+class EmbeddingProvider(ABC):
+    """One configured embedding provider (builtin, ollama, openai)."""
+
+    def __init__(self, config: ProviderConfig):
+        self.config = config
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @abstractmethod
+    async def embed(self, model: str, texts: list[str]) -> np.ndarray:
+        """Embed `texts` (one batch) with `model`: `(len(texts), d)` float32."""
+
+    @abstractmethod
+    async def list_models(self) -> list[EmbeddingModelInfo]:
+        """The models this provider offers (dimensions filled where cheaply known)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+class RerankProvider(ABC):
+    """A cross-encoder rerank server."""
+
+    def __init__(self, config: ProviderConfig):
+        self.config = config
+
+    @abstractmethod
+    async def rerank(self, model: str, query: str, documents: list[str],
+                     top_n: int | None = None) -> list[tuple[int, float]]:
+        """`(document index, relevance score)` pairs, best first."""
+
+    async def aclose(self) -> None:  # noqa: B027
+        """Release connections."""
+
+
+def model_id(provider: str, model: str) -> str:
+    return f"{provider}::{model}"
+
+
+def to_matrix(rows: Any, expected_rows: int, where: str) -> np.ndarray:
+    """Validate a provider's list of vectors and turn it into a float32 matrix.
+
+    Raises EmbeddingShapeError naming `where` (provider + model) and saying what
+    was wrong: not a list, wrong count, an empty vector, mixed widths, non-numbers.
+    """
+    if not isinstance(rows, (list, tuple)):
+        raise EmbeddingShapeError(
+            f"{where} answered a response of the wrong shape: expected a list of {expected_rows} vectors, "
+            f"got {type(rows).__name__}. Check that the server speaks this provider's API."
+        )
+    if len(rows) != expected_rows:
+        raise EmbeddingShapeError(
+            f"{where} answered {len(rows)} vectors for {expected_rows} inputs (wrong shape). "
+            "Check that the server speaks this provider's API."
+        )
+    if expected_rows == 0:
+        return np.zeros((0, 0), dtype=np.float32)
+    width: int | None = None
+    for i, row in enumerate(rows):
+        if not isinstance(row, (list, tuple)):
+            raise EmbeddingShapeError(
+                f"{where} answered a response of the wrong shape: item {i} is not a list of numbers."
+            )
+        if len(row) == 0:
+            raise EmbeddingShapeError(
+                f"{where} answered an empty vector for input {i}. The model may not be an embedding model; "
+                "pick an embedding model (`ktui models`)."
+            )
+        if width is None:
+            width = len(row)
+        elif len(row) != width:
+            raise EmbeddingShapeError(
+                f"{where} answered vectors of different widths (expected {width}, got {len(row)})."
+            )
+    try:
+        matrix = np.asarray(rows, dtype=np.float32)  # one C pass; strings / nested lists fail here
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise EmbeddingShapeError(f"{where} answered vectors that are not lists of numbers: {exc}") from None
+    if matrix.ndim != 2:
+        raise EmbeddingShapeError(f"{where} answered a response of the wrong shape: vectors are not flat lists.")
+    if not np.isfinite(matrix).all():
+        raise EmbeddingShapeError(f"{where} answered vectors containing NaN or infinity.")
+    return matrix
+
+
+def check_width(matrix: np.ndarray, dimensions: int | None, where: str) -> None:
+    """Raise EmbeddingShapeError('... expected D, got N') when the width is not `dimensions`."""
+    if dimensions is not None and matrix.ndim == 2 and matrix.shape[0] and matrix.shape[1] != dimensions:
+        raise EmbeddingShapeError(
+            f"{where} answered vectors of the wrong width: expected {dimensions}, got {matrix.shape[1]}. "
+            "The base was created with another model or width; restore it with this model's width "
+            "or use the model it was built with."
+        )
+
+
+def l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    """Unit-length rows; zero rows stay zero (never NaN)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.maximum(norms, 1e-12, out=norms)
+    return (matrix / norms).astype(np.float32, copy=False)
+
+
+def is_finite_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def short(seq: Sequence[str], n: int = 5) -> str:
+    items = list(seq[:n])
+    more = f" (+{len(seq) - n} more)" if len(seq) > n else ""
+    return ", ".join(items) + more

@@ -1,0 +1,209 @@
+"""Content-keyed embedding cache: an in-memory LRU in front of a bounded SQLite file.
+
+Key: `sha256(model_id + "\\0" + text)` — the model id plus the exact text, so
+unchanged text is never embedded twice (reindexing costs no provider work), a
+changed text misses by itself, and two models never share vectors. The hash keeps
+keys small (32 bytes) whatever the chunk length; the NUL separator keeps
+("a::b", "c") and ("a::", "bc") apart.
+
+Persistent layer: `embedding-cache.sqlite` in the data directory, one row per key
+with the float32 vector as a BLOB, bounded to `persistent_entries` rows (the
+oldest inserted rows are evicted first). All SQLite work runs in a worker thread
+(`asyncio.to_thread`) in batches of at most 500 keys, so the event loop never
+waits on disk. The cache is an optimisation: if the file cannot be opened or
+written (read-only disk, corruption), it is switched off with a warning and
+embedding carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+_SQL_BATCH = 500  # keys per SELECT ... IN (...); well under SQLite's variable limit
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    id     INTEGER PRIMARY KEY,           -- insertion order: smallest = oldest
+    key    BLOB NOT NULL UNIQUE,          -- sha256(model_id + NUL + text)
+    dims   INTEGER NOT NULL,
+    vector BLOB NOT NULL,                 -- float32, little-endian
+    created_at INTEGER NOT NULL
+);
+"""
+
+
+def cache_key(model_id: str, text: str) -> bytes:
+    """The 32-byte key of (model id, exact text)."""
+    return hashlib.sha256(
+        model_id.encode("utf-8", "surrogatepass") + b"\0" + text.encode("utf-8", "surrogatepass")
+    ).digest()
+
+
+class MemoryLRU:
+    """A plain LRU of key -> vector (`OrderedDict`; get/put are O(1))."""
+
+    def __init__(self, capacity: int):
+        self.capacity = max(0, capacity)
+        self._data: OrderedDict[bytes, np.ndarray] = OrderedDict()
+
+    def get(self, key: bytes) -> np.ndarray | None:
+        vec = self._data.get(key)
+        if vec is not None:
+            self._data.move_to_end(key)
+        return vec
+
+    def put(self, key: bytes, vec: np.ndarray) -> None:
+        if self.capacity == 0:
+            return
+        self._data[key] = vec
+        self._data.move_to_end(key)
+        while len(self._data) > self.capacity:
+            self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+class DiskCache:
+    """The SQLite layer. Synchronous: call it from a worker thread (EmbeddingCache does)."""
+
+    def __init__(self, path: Path, max_entries: int):
+        self.path = path
+        self.max_entries = max_entries
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._count: int | None = None
+        self.disabled = max_entries <= 0
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, timeout=10.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            self._conn = conn
+            self._count = conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+        return self._conn
+
+    def _guard(self, what: str, fn):  # type: ignore[no-untyped-def]
+        if self.disabled:
+            return None
+        with self._lock:
+            try:
+                return fn(self._connect())
+            except (sqlite3.Error, OSError) as exc:
+                log.warning("embedding cache %s disabled after a failed %s: %s", self.path, what, exc)
+                self.disabled = True
+                self._close_locked()
+                return None
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        def run(conn: sqlite3.Connection) -> dict[bytes, np.ndarray]:
+            found: dict[bytes, np.ndarray] = {}
+            for i in range(0, len(keys), _SQL_BATCH):
+                part = keys[i : i + _SQL_BATCH]
+                marks = ",".join("?" * len(part))
+                for key, dims, blob in conn.execute(
+                    f"SELECT key, dims, vector FROM embedding_cache WHERE key IN ({marks})", part
+                ):
+                    vec = np.frombuffer(blob, dtype="<f4")
+                    if vec.size == dims and dims > 0:
+                        found[bytes(key)] = vec.astype(np.float32)  # own, writable copy
+            return found
+
+        return self._guard("read", run) or {}
+
+    def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None:
+        if not items:
+            return
+
+        def run(conn: sqlite3.Connection) -> None:
+            now = int(time.time())
+            rows = [(k, int(v.size), np.ascontiguousarray(v, dtype="<f4").tobytes(), now) for k, v in items]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                before = conn.total_changes
+                conn.executemany(
+                    "INSERT OR IGNORE INTO embedding_cache(key, dims, vector, created_at) VALUES (?,?,?,?)", rows
+                )
+                added = conn.total_changes - before
+                self._count = (self._count or 0) + added
+                excess = self._count - self.max_entries
+                if excess > 0:
+                    conn.execute(
+                        "DELETE FROM embedding_cache WHERE id IN "
+                        "(SELECT id FROM embedding_cache ORDER BY id LIMIT ?)",
+                        (excess,),
+                    )
+                    self._count = conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+        self._guard("write", run)
+
+    def count(self) -> int:
+        return self._guard("count", lambda c: c.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]) or 0
+
+    def _close_locked(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+
+class EmbeddingCache:
+    """Memory LRU + optional disk layer, with async batch get/put for the service."""
+
+    def __init__(self, path: Path | None, *, memory_entries: int, persistent_entries: int):
+        self.memory = MemoryLRU(memory_entries)
+        self.disk = DiskCache(path, persistent_entries) if path is not None and persistent_entries > 0 else None
+
+    async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """Vectors found for `keys` (memory first, then disk; disk hits are promoted)."""
+        found: dict[bytes, np.ndarray] = {}
+        missing: list[bytes] = []
+        for k in keys:
+            v = self.memory.get(k)
+            if v is None:
+                missing.append(k)
+            else:
+                found[k] = v
+        if missing and self.disk is not None and not self.disk.disabled:
+            from_disk = await asyncio.to_thread(self.disk.get_many, list(dict.fromkeys(missing)))
+            for k, v in from_disk.items():
+                self.memory.put(k, v)
+            found.update(from_disk)
+        return found
+
+    async def put_many(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
+        items = list(items)
+        for k, v in items:
+            self.memory.put(k, v)
+        if self.disk is not None and not self.disk.disabled and items:
+            await asyncio.to_thread(self.disk.put_many, items)
+
+    async def aclose(self) -> None:
+        if self.disk is not None:
+            await asyncio.to_thread(self.disk.close)

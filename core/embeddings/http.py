@@ -1,0 +1,201 @@
+"""HTTP plumbing shared by the remote providers: retries, backoff, limits, error text.
+
+Every remote call goes through `ProviderHttp.request_json`, so all providers get
+the same behaviour: a per-provider concurrency limit (`ProviderConfig.concurrency`),
+retries with exponential backoff (and jitter) on 429, 5xx, timeouts and dropped
+connections, and failures turned into `core.errors` messages that say what to do
+next. An unreachable server is not retried: "connection refused" will not fix
+itself in a second, and the user should hear about it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+from typing import Any
+
+import httpx
+
+from core.config import ProviderConfig
+from core.errors import EmbeddingShapeError, ModelNotFoundError, ProviderError, ProviderUnavailableError
+
+DEFAULT_RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt
+MAX_RETRY_DELAY = 8.0
+RETRY_BASE_DELAY_ENV = "KTUI_RETRY_BASE_DELAY"  # tests set this to keep backoff short
+_RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
+
+
+def default_retry_base_delay() -> float:
+    raw = os.environ.get(RETRY_BASE_DELAY_ENV)
+    if raw:
+        try:
+            return max(0.0, float(raw))
+        except ValueError:
+            pass
+    return DEFAULT_RETRY_BASE_DELAY
+
+
+def join_url(base: str, path: str) -> str:
+    """`base` without trailing slashes + `/path`."""
+    return base.rstrip("/") + "/" + path.lstrip("/")
+
+
+def versioned_url(base: str, endpoint: str) -> str:
+    """URL of an OpenAI-style `/v1/<endpoint>` whether `base` ends in `/`, `/v1`, or neither.
+
+    `http://h:8080`, `http://h:8080/`, `http://h:8080/v1` and `http://h:8080/v1/`
+    all give `http://h:8080/v1/<endpoint>`; a base that already ends with the
+    endpoint is used as is.
+    """
+    b = base.rstrip("/")
+    if b.endswith("/" + endpoint):
+        return b
+    if b.endswith("/v1"):
+        return f"{b}/{endpoint}"
+    return f"{b}/v1/{endpoint}"
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def error_detail(resp: httpx.Response) -> str:
+    """The server's own error message, if it sent one (`{"error": ...}` or text)."""
+    try:
+        body = resp.json()
+    except (ValueError, UnicodeDecodeError):
+        return _excerpt(resp.text or "")
+    if isinstance(body, dict):
+        err = body.get("error", body.get("message", body.get("detail")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if err is not None:
+            return _excerpt(str(err))
+    return _excerpt(json.dumps(body))
+
+
+class ProviderHttp:
+    """One provider's HTTP client, with its own connection pool and concurrency limit."""
+
+    def __init__(self, config: ProviderConfig, *, retry_base_delay: float | None = None):
+        if not config.base_url:
+            raise ProviderError(f"Provider '{config.name}' has no base_url; set providers.{config.name}.base_url")
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        self.retry_base_delay = default_retry_base_delay() if retry_base_delay is None else retry_base_delay
+        self._client: httpx.AsyncClient | None = None
+        self._sem: asyncio.Semaphore | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.config.kind} provider '{self.config.name}'"
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            headers = {"Accept": "application/json"}
+            key = self.config.api_key
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+            timeout = httpx.Timeout(self.config.timeout, connect=min(10.0, self.config.timeout))
+            limits = httpx.Limits(max_connections=max(2, self.config.concurrency * 2))
+            # trust_env=False: a proxy from the environment must not swallow 127.0.0.1 servers
+            self._client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, trust_env=False)
+        return self._client
+
+    def _get_sem(self) -> asyncio.Semaphore:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(max(1, self.config.concurrency))
+        return self._sem
+
+    async def request_json(self, method: str, url: str, payload: Any = None, *,
+                           model: str | None = None, not_found_hint: str | None = None) -> Any:
+        """Send one request (with retries) and return the decoded JSON body.
+
+        `not_found_hint` is appended to a 404's ModelNotFoundError (e.g. "run
+        `ollama pull m`").
+        """
+        attempts = self.config.max_retries + 1
+        last: str = ""
+        for attempt in range(attempts):
+            retry_after: float | None = None
+            try:
+                async with self._get_sem():
+                    resp = await self._get_client().request(method, url, json=payload)
+            except httpx.ConnectError as exc:
+                raise ProviderUnavailableError(
+                    f"Cannot reach the {self.label} at {self.base_url} ({_excerpt(str(exc)) or 'connection refused'}). "
+                    f"Start the server, or fix providers.{self.config.name}.base_url in the settings file."
+                ) from None
+            except httpx.TimeoutException:
+                last = f"timed out after {self.config.timeout:g}s"
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                last = f"connection dropped ({_excerpt(str(exc)) or type(exc).__name__})"
+            except httpx.HTTPError as exc:
+                raise ProviderError(f"The {self.label} request to {url} failed: {_excerpt(str(exc))}") from None
+            else:
+                if resp.status_code < 300:
+                    try:
+                        return resp.json()
+                    except (ValueError, UnicodeDecodeError):
+                        raise EmbeddingShapeError(
+                            f"The {self.label} at {url} answered a response of the wrong shape (not JSON): "
+                            f"{_excerpt(resp.text)!r}. Check that base_url points at a {self.config.kind} server."
+                        ) from None
+                detail = error_detail(resp)
+                if resp.status_code in _RETRY_STATUSES:
+                    last = f"HTTP {resp.status_code}: {detail}"
+                    retry_after = _retry_after(resp)
+                else:
+                    raise self._status_error(resp.status_code, detail, url, model, not_found_hint)
+            if attempt + 1 < attempts:
+                await asyncio.sleep(self._backoff(attempt, retry_after))
+        hint = (
+            f"raise providers.{self.config.name}.timeout"
+            if last.startswith("timed out")
+            else f"lower providers.{self.config.name}.concurrency or batch_size, or try again later"
+        )
+        err_cls = ProviderUnavailableError if last.startswith(("timed out", "connection")) else ProviderError
+        raise err_cls(f"The {self.label} at {url} failed after {attempts} attempt(s): {last}. Next: {hint}.")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(MAX_RETRY_DELAY, self.retry_base_delay * (2 ** attempt))
+        delay *= random.uniform(0.75, 1.25)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, MAX_RETRY_DELAY))
+        return delay
+
+    def _status_error(self, status: int, detail: str, url: str, model: str | None,
+                      not_found_hint: str | None) -> ProviderError:
+        lowered = detail.lower()
+        if status == 404 or (status == 400 and model and "not found" in lowered and "model" in lowered):
+            if model:
+                hint = not_found_hint or "check the model name (`ktui models`) and the provider's base_url"
+                return ModelNotFoundError(
+                    f"The {self.label} at {self.base_url} does not know model '{model}' (HTTP {status}: {detail}). "
+                    f"Next: {hint}."
+                )
+            return ProviderError(f"The {self.label} has no endpoint {url} (HTTP 404). Check its base_url.")
+        if status in (401, 403):
+            env = self.config.api_key_env
+            fix = (f"check the API key in ${env}" if env
+                   else f"set providers.{self.config.name}.api_key_env to the variable holding your key")
+            return ProviderError(f"The {self.label} refused the request (HTTP {status}: {detail}). Next: {fix}.")
+        return ProviderError(f"The {self.label} rejected the request to {url} (HTTP {status}: {detail}).")
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    raw = resp.headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        return None

@@ -1,0 +1,67 @@
+"""Any OpenAI-compatible `/v1/embeddings` server (OpenAI, vLLM, LM Studio, llama.cpp, TEI's
+OpenAI route, LiteLLM, ...).
+
+`dimensions` is sent only when the user configured it (`providers.NAME.dimensions`):
+many compatible servers reject the field. The API key comes from the environment
+variable named by `api_key_env`, never from the settings file itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.config import ProviderConfig
+from core.embeddings.base import EmbeddingProvider, model_id, to_matrix
+from core.embeddings.http import ProviderHttp, versioned_url
+from core.errors import EmbeddingShapeError, ProviderError
+from core.models import EmbeddingModelInfo
+
+
+class OpenAIProvider(EmbeddingProvider):
+    def __init__(self, config: ProviderConfig, *, retry_base_delay: float | None = None):
+        super().__init__(config)
+        self.http = ProviderHttp(config, retry_base_delay=retry_base_delay)
+        self.embeddings_url = versioned_url(self.http.base_url, "embeddings")
+        self.models_url = versioned_url(self.http.base_url, "models")
+
+    async def embed(self, model: str, texts: list[str]) -> np.ndarray:
+        payload: dict[str, object] = {"model": model, "input": texts, "encoding_format": "float"}
+        if self.config.dimensions is not None:
+            payload["dimensions"] = self.config.dimensions
+        body = await self.http.request_json("POST", self.embeddings_url, payload, model=model)
+        where = f"OpenAI-compatible model '{model}' at {self.http.base_url}"
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise EmbeddingShapeError(
+                f"{where} answered a response of the wrong shape (no 'data' list). "
+                "Check that base_url points at an OpenAI-compatible server."
+            )
+        rows: list[object] = [None] * len(data)
+        for pos, entry in enumerate(data):
+            if not isinstance(entry, dict) or "embedding" not in entry:
+                raise EmbeddingShapeError(f"{where} answered a response of the wrong shape (data[{pos}] has no embedding).")
+            index = entry.get("index", pos)
+            if not isinstance(index, int) or not 0 <= index < len(data) or rows[index] is not None:
+                raise EmbeddingShapeError(f"{where} answered a response of the wrong shape (bad index {index!r}).")
+            rows[index] = entry["embedding"]
+        if any(isinstance(r, str) for r in rows):
+            raise EmbeddingShapeError(f"{where} answered base64 vectors; the server ignored encoding_format=float.")
+        return to_matrix(rows, len(texts), where)
+
+    async def list_models(self) -> list[EmbeddingModelInfo]:
+        """The configured `models` if any (no request), else the server's `/v1/models`."""
+        if self.config.models:
+            names = list(self.config.models)
+        else:
+            body = await self.http.request_json("GET", self.models_url)
+            data = body.get("data") if isinstance(body, dict) else None
+            if not isinstance(data, list):
+                raise ProviderError(
+                    f"The server at {self.http.base_url} cannot list its models; "
+                    f"list them in providers.{self.name}.models"
+                )
+            names = [d.get("id") for d in data if isinstance(d, dict) and isinstance(d.get("id"), str)]
+        return [EmbeddingModelInfo(model_id(self.name, n), self.name, n, self.config.dimensions) for n in names]
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

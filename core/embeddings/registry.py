@@ -1,0 +1,270 @@
+"""`EmbeddingService`: the one object the rest of ktui embeds and reranks through.
+
+It resolves `provider::model` ids against `settings.effective_providers()`, keeps
+one provider instance (and connection pool and concurrency limit) per provider
+name, puts the content-keyed cache in front of every provider, splits misses into
+batches of `batch_size`, and reports progress after each batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from core.config import ProviderConfig, Settings
+from core.embeddings.base import EmbeddingProvider, RerankProvider, check_width
+from core.embeddings.builtin import BuiltinProvider
+from core.embeddings.cache import EmbeddingCache, cache_key
+from core.embeddings.ollama import OllamaProvider
+from core.embeddings.openai import OpenAIProvider
+from core.embeddings.rerank import TeiRerankProvider, V1RerankProvider
+from core.errors import EmbeddingShapeError, ProviderError, ValidationError
+from core.models import EmbeddingModelInfo, ModelListing
+
+log = logging.getLogger(__name__)
+
+CACHE_FILE = "embedding-cache.sqlite"
+PROBE_TEXT = "ktui dimension probe: the quick brown fox jumps over the lazy dog"
+EMBEDDING_KINDS = ("builtin", "ollama", "openai")
+RERANK_KINDS = ("rerank", "tei-rerank")
+
+ProgressFn = Callable[[int, int], None]
+
+
+class EmbeddingService:
+    """Embeddings and rerank for every configured provider, behind one cache.
+
+    `retry_base_delay` (seconds, doubled per retry) defaults to
+    $KTUI_RETRY_BASE_DELAY or 0.5 s; tests pass a tiny value.
+    """
+
+    def __init__(self, settings: Settings, *, retry_base_delay: float | None = None):
+        self.settings = settings
+        self.providers: dict[str, ProviderConfig] = settings.effective_providers()
+        self.retry_base_delay = retry_base_delay
+        emb = settings.embeddings
+        self.cache = EmbeddingCache(
+            settings.data_dir / CACHE_FILE if emb.persistent_cache_entries > 0 else None,
+            memory_entries=emb.memory_cache_entries,
+            persistent_entries=emb.persistent_cache_entries,
+        )
+        self._embedders: dict[str, EmbeddingProvider] = {}
+        self._rerankers: dict[str, RerankProvider] = {}
+
+    # --- ids ----------------------------------------------------------------
+
+    def parse_model_id(self, model_id: str) -> tuple[ProviderConfig, str]:
+        """Split `provider::model` and find the provider; ValidationError if malformed or unknown."""
+        if not isinstance(model_id, str) or "::" not in model_id:
+            raise ValidationError.field(
+                "embedding_model_id", f"'{model_id}' must look like 'provider::model' (e.g. builtin::wordllama)"
+            )
+        provider, model = model_id.split("::", 1)
+        provider, model = provider.strip(), model.strip()
+        if not provider or not model:
+            raise ValidationError.field(
+                "embedding_model_id", f"'{model_id}' must name both a provider and a model ('provider::model')"
+            )
+        config = self.providers.get(provider)
+        if config is None:
+            known = ", ".join(sorted(self.providers))
+            raise ValidationError.field(
+                "embedding_model_id",
+                f"unknown provider '{provider}' in '{model_id}' (configured: {known}); "
+                f"add [providers.{provider}] to the settings file",
+            )
+        return config, model
+
+    def has_model_provider(self, model_id: str) -> bool:
+        """True when `model_id` is well-formed and its provider is configured here."""
+        try:
+            self.parse_model_id(model_id)
+        except ValidationError:
+            return False
+        return True
+
+    # --- providers ----------------------------------------------------------
+
+    def _embedder(self, config: ProviderConfig) -> EmbeddingProvider:
+        prov = self._embedders.get(config.name)
+        if prov is None:
+            if config.kind == "builtin":
+                prov = BuiltinProvider(config)
+            elif config.kind == "ollama":
+                prov = OllamaProvider(config, retry_base_delay=self.retry_base_delay)
+            elif config.kind == "openai":
+                prov = OpenAIProvider(config, retry_base_delay=self.retry_base_delay)
+            else:
+                raise ValidationError.field(
+                    "embedding_model_id",
+                    f"provider '{config.name}' is a {config.kind} provider and cannot embed; "
+                    f"use one of kind {', '.join(EMBEDDING_KINDS)}",
+                )
+            self._embedders[config.name] = prov
+        return prov
+
+    def _reranker(self, config: ProviderConfig) -> RerankProvider:
+        prov = self._rerankers.get(config.name)
+        if prov is None:
+            if config.kind == "rerank":
+                prov = V1RerankProvider(config, retry_base_delay=self.retry_base_delay)
+            elif config.kind == "tei-rerank":
+                prov = TeiRerankProvider(config, retry_base_delay=self.retry_base_delay)
+            else:
+                raise ValidationError.field(
+                    "rerank_model_id",
+                    f"provider '{config.name}' is a {config.kind} provider, not a rerank provider "
+                    f"(kind {' or '.join(RERANK_KINDS)})",
+                )
+            self._rerankers[config.name] = prov
+        return prov
+
+    def _batch_size(self, config: ProviderConfig) -> int:
+        return max(1, config.batch_size or self.settings.embeddings.batch_size)
+
+    # --- embedding ----------------------------------------------------------
+
+    async def embed(self, model_id: str, texts: list[str], *, dimensions: int | None = None,
+                    on_progress: ProgressFn | None = None) -> np.ndarray:
+        """`(len(texts), d)` float32 vectors, row i for texts[i].
+
+        Cache first; the distinct missing texts go to the provider in batches
+        (concurrently up to the provider's concurrency limit) and are cached as
+        each batch arrives, so an interrupted call keeps what it paid for.
+        `on_progress(done, total)` runs after each batch (cache hits count as done).
+        With `dimensions`, any vector of another width raises EmbeddingShapeError.
+        """
+        config, model = self.parse_model_id(model_id)
+        provider = self._embedder(config)
+        texts = list(texts)
+        total = len(texts)
+        if not total:
+            return np.zeros((0, dimensions or 0), dtype=np.float32)
+        where = f"Model '{model_id}'"
+        keys = [cache_key(model_id, t) for t in texts]
+        found = await self.cache.get_many(keys)
+        if dimensions is not None:  # a stale entry of another width is a miss, not an error
+            found = {k: v for k, v in found.items() if v.shape[0] == dimensions}
+        missing: dict[bytes, str] = {}
+        for k, t in zip(keys, texts, strict=True):
+            if k not in found and k not in missing:
+                missing[k] = t
+        done = sum(1 for k in keys if k in found)
+        pending_count = {k: 0 for k in missing}
+        for k in keys:
+            if k in pending_count:
+                pending_count[k] += 1
+
+        if missing:
+            items = list(missing.items())
+            size = self._batch_size(config)
+            batches = [items[i : i + size] for i in range(0, len(items), size)]
+
+            async def run(batch: list[tuple[bytes, str]]) -> list[tuple[bytes, np.ndarray]]:
+                matrix = await provider.embed(model, [t for _, t in batch])
+                if matrix.shape[0] != len(batch):
+                    raise EmbeddingShapeError(
+                        f"{where} answered {matrix.shape[0]} vectors for {len(batch)} inputs (wrong shape)."
+                    )
+                check_width(matrix, dimensions, where)
+                pairs = [(k, matrix[i].copy()) for i, (k, _) in enumerate(batch)]
+                await self.cache.put_many(pairs)
+                return pairs
+
+            tasks = [asyncio.ensure_future(run(b)) for b in batches]
+            try:
+                for fut in asyncio.as_completed(tasks):
+                    pairs = await fut
+                    for k, v in pairs:
+                        found[k] = v
+                        done += pending_count[k]
+                    if on_progress is not None:
+                        on_progress(done, total)
+            finally:
+                for t in tasks:
+                    if not t.done():
+                        t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        elif on_progress is not None:
+            on_progress(total, total)
+
+        widths = {found[k].shape[0] for k in keys}
+        if len(widths) != 1:
+            a, b = sorted(widths)[:2]
+            raise EmbeddingShapeError(
+                f"{where} gave vectors of different widths for one request (expected {a}, got {b}); "
+                "the model behind this id changed. Reindex the base."
+            )
+        out = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+        check_width(out, dimensions, where)
+        return out
+
+    async def embed_query(self, model_id: str, text: str, *, dimensions: int | None = None) -> np.ndarray:
+        """One text's vector, `(d,)`."""
+        return (await self.embed(model_id, [text], dimensions=dimensions))[0]
+
+    async def detect_dimensions(self, model_id: str) -> int:
+        """Embed a probe text (bypassing the cache) and return the vector width."""
+        config, model = self.parse_model_id(model_id)
+        matrix = await self._embedder(config).embed(model, [PROBE_TEXT])
+        if matrix.ndim != 2 or matrix.shape[0] != 1 or matrix.shape[1] < 1:
+            raise EmbeddingShapeError(f"Model '{model_id}' answered no usable vector for a probe text.")
+        return int(matrix.shape[1])
+
+    async def list_models(self) -> ModelListing:
+        """Models of every embedding provider; a failing provider lands in `.errors`, never raises."""
+        configs = [c for c in self.providers.values() if c.kind in EMBEDDING_KINDS]
+
+        async def one(config: ProviderConfig) -> list[EmbeddingModelInfo]:
+            return await self._embedder(config).list_models()
+
+        results = await asyncio.gather(*(one(c) for c in configs), return_exceptions=True)
+        models: list[EmbeddingModelInfo] = []
+        errors: dict[str, str] = {}
+        for config, res in zip(configs, results, strict=True):
+            if isinstance(res, BaseException):
+                if isinstance(res, asyncio.CancelledError):
+                    raise res
+                errors[config.name] = str(res) or type(res).__name__
+            else:
+                models.extend(res)
+        return ModelListing(models=models, errors=errors)
+
+    # --- rerank -------------------------------------------------------------
+
+    async def rerank(self, model_id: str, query: str, documents: list[str],
+                     top_n: int | None = None) -> list[tuple[int, float]]:
+        """`(index into documents, relevance score)`, best first, at most `top_n`."""
+        if top_n is not None and (not isinstance(top_n, int) or top_n < 1):
+            raise ValidationError.field("top_n", "must be a positive integer")
+        try:
+            config, model = self.parse_model_id(model_id)
+        except ValidationError as exc:
+            raise ValidationError.field("rerank_model_id", exc.errors.get("embedding_model_id", str(exc))) from None
+        return await self._reranker(config).rerank(model, query, list(documents), top_n)
+
+    # --- lifecycle ----------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close connection pools and the cache file. Safe to call twice."""
+        provs: list[EmbeddingProvider | RerankProvider] = [*self._embedders.values(), *self._rerankers.values()]
+        self._embedders.clear()
+        self._rerankers.clear()
+        for p in provs:
+            try:
+                await p.aclose()
+            except Exception as exc:  # closing must not mask the caller's own error
+                log.debug("closing provider failed: %s", exc)
+        await self.cache.aclose()
+
+    async def __aenter__(self) -> EmbeddingService:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+__all__ = ["EmbeddingService", "ProviderError"]
