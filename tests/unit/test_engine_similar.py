@@ -26,7 +26,7 @@ ITEMS = [
     item("n1", ItemType.NOTE, NoteItemData("Vectors note\nmore", "note", "https://x.org")),
 ]
 TEXTS = {
-    "f1": ["Ollama serves embedding models locally.", "Pull a model with ollama pull."],
+    "f1": ["Local embedding models for semantic search.", "Pull a model first."],
     "f2": ["Sourdough bread needs flour, water and time."],
     "u1": ["Embedding models map text to vectors; similar text gives similar vectors."],
     "n1": ["Vectors and embedding models for semantic search."],
@@ -40,7 +40,7 @@ async def embedder(texts):
 def test_format_has_header_and_chunks_and_is_bounded():
     text = format_item_for_embedding(ITEMS[0], TEXTS["f1"])
     assert text.startswith("file: ollama.md (/docs/ollama.md)")
-    assert "Pull a model with ollama pull." in text
+    assert "Pull a model first." in text
     assert format_item_for_embedding(ITEMS[2], []).startswith("url: https://example.org/embeddings")
     assert format_item_for_embedding(ITEMS[3], []) == "note: Vectors note (https://x.org)"
     big = format_item_for_embedding(ITEMS[0], ["x" * 2000] * 10)
