@@ -1,0 +1,178 @@
+"""OpenAI-compatible provider against real servers on 127.0.0.1 (the shared embedding server
+and hand-written handlers for the odd answers)."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from core.config import ProviderConfig, Settings
+from core.embeddings import EmbeddingService
+from core.embeddings.http import versioned_url
+from core.errors import EmbeddingShapeError, ModelNotFoundError, ProviderError, ProviderUnavailableError
+from tests.support.embedding_server import deterministic_vectors, start_embedding_server
+from tests.support.httpserver import Request, Response, serve
+
+DIMS = 24
+
+
+@pytest.fixture
+def server():
+    handle = start_embedding_server(DIMS, models=("text-embed", "other"), strict_models=True)
+    yield handle
+    handle.stop()
+
+
+def service(tmp_path, url: str, **kw) -> EmbeddingService:
+    cfg = ProviderConfig(name="oai", kind="openai", base_url=url, **kw)
+    settings = Settings(data_dir=tmp_path, auto_ollama=False, providers={"oai": cfg})
+    return EmbeddingService(settings, retry_base_delay=0.01)
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+async def test_embed_any_base_url_form(tmp_path, server, suffix):
+    svc = service(tmp_path, server.url + suffix)
+    out = await svc.embed("oai::text-embed", ["hello world", "good bye"])
+    await svc.aclose()
+    np.testing.assert_allclose(out, deterministic_vectors(["hello world", "good bye"], DIMS), atol=1e-6)
+
+
+def test_versioned_url_forms():
+    for base in ("http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/v1/"):
+        assert versioned_url(base, "embeddings") == "http://h:1/v1/embeddings"
+    assert versioned_url("http://h:1/openai/v1", "rerank") == "http://h:1/openai/v1/rerank"
+    assert versioned_url("http://h:1/v1/rerank", "rerank") == "http://h:1/v1/rerank"
+
+
+async def test_api_key_and_dimensions_sent_only_when_set(tmp_path, monkeypatch):
+    seen: list[Request] = []
+
+    def handler(req: Request) -> Response:
+        seen.append(req)
+        body = req.json()
+        width = body.get("dimensions", 8)
+        return Response.json({"data": [{"index": i, "embedding": [0.5] * width} for i, _ in enumerate(body["input"])]})
+
+    monkeypatch.setenv("MY_KEY", "sk-test-123")
+    with serve(handler) as srv:
+        plain = service(tmp_path, srv.url)
+        await plain.embed("oai::m", ["a"])
+        await plain.aclose()
+        keyed = service(tmp_path / "2", srv.url, api_key_env="MY_KEY", dimensions=12)
+        out = await keyed.embed("oai::m", ["a"], dimensions=12)
+        await keyed.aclose()
+    assert "dimensions" not in seen[0].json() and "authorization" not in seen[0].headers
+    assert seen[1].json()["dimensions"] == 12 and seen[1].headers["authorization"] == "Bearer sk-test-123"
+    assert out.shape == (1, 12)
+
+
+async def test_out_of_order_indices_are_reordered(tmp_path):
+    def handler(req: Request) -> Response:
+        texts = req.json()["input"]
+        vecs = deterministic_vectors(texts, 8).tolist()
+        data = [{"index": i, "embedding": vecs[i]} for i in reversed(range(len(texts)))]
+        return Response.json({"data": data})
+
+    with serve(handler) as srv:
+        svc = service(tmp_path, srv.url)
+        out = await svc.embed("oai::m", ["one", "two", "three"])
+        await svc.aclose()
+    np.testing.assert_allclose(out, deterministic_vectors(["one", "two", "three"], 8), atol=1e-6)
+
+
+async def test_list_models_from_server_or_config(tmp_path, server):
+    svc = service(tmp_path, server.openai_url)
+    listing = await svc.list_models()
+    await svc.aclose()
+    assert {m.id for m in listing.models if m.provider == "oai"} == {"oai::text-embed", "oai::other"}
+    svc = service(tmp_path, "http://127.0.0.1:9", models=("fixed-model",))  # no request needed
+    listing = await svc.list_models()
+    await svc.aclose()
+    assert [m.id for m in listing.models if m.provider == "oai"] == ["oai::fixed-model"] and not listing.errors
+
+
+async def test_model_not_found(tmp_path, server):
+    svc = service(tmp_path, server.url)
+    with pytest.raises(ModelNotFoundError, match="does not know model 'nope'"):
+        await svc.embed("oai::nope", ["x"])
+    await svc.aclose()
+
+
+async def test_unreachable(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    svc = service(tmp_path, f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(ProviderUnavailableError, match=f"127.0.0.1:{port}"):
+        await svc.embed("oai::text-embed", ["x"])
+    await svc.aclose()
+
+
+async def test_faults_wrong_width_empty_shape(tmp_path, server):
+    svc = service(tmp_path, server.url)
+    server.faults.wrong_width(width=DIMS + 3)
+    with pytest.raises(EmbeddingShapeError, match=f"expected {DIMS}, got {DIMS + 3}"):
+        await svc.embed("oai::text-embed", ["a"], dimensions=DIMS)
+    server.faults.empty_vectors()
+    with pytest.raises(EmbeddingShapeError, match="empty vector"):
+        await svc.embed("oai::text-embed", ["b"])
+    server.faults.wrong_shape()
+    with pytest.raises(EmbeddingShapeError, match="wrong shape"):
+        await svc.embed("oai::text-embed", ["c", "d"])
+    server.faults.wrong_shape()
+    with pytest.raises(EmbeddingShapeError, match="wrong shape"):
+        await svc.embed("oai::text-embed", ["e"])
+    await svc.aclose()
+
+
+async def test_faults_429_500_dropped_then_success(tmp_path, server):
+    svc = service(tmp_path, server.url, max_retries=3)
+    server.faults.fail(429)
+    server.faults.fail(500)
+    server.faults.drop_connection()
+    before = server.request_count
+    out = await svc.embed("oai::text-embed", ["retry me"])
+    assert out.shape == (1, DIMS) and server.request_count - before == 4
+    server.faults.fail(503, times=5)
+    with pytest.raises(ProviderError, match="HTTP 503"):
+        await svc.embed("oai::text-embed", ["give up"])
+    server.faults.clear()
+    await svc.aclose()
+
+
+async def test_auth_failure_names_env_var(tmp_path):
+    with serve(lambda req: Response.json({"error": {"message": "invalid api key"}}, 401)) as srv:
+        svc = service(tmp_path, srv.url, api_key_env="OPENAI_API_KEY")
+        with pytest.raises(ProviderError, match=r"HTTP 401: invalid api key.*\$OPENAI_API_KEY"):
+            await svc.embed("oai::m", ["x"])
+        await svc.aclose()
+
+
+async def test_concurrency_limit_per_provider(tmp_path, server):
+    import threading
+
+    active = {"now": 0, "max": 0}
+    lock = threading.Lock()
+
+    def handler(req: Request) -> Response:
+        with lock:
+            active["now"] += 1
+            active["max"] = max(active["max"], active["now"])
+        try:
+            import time
+
+            time.sleep(0.05)
+            n = len(req.json()["input"])
+            return Response.json({"data": [{"index": i, "embedding": [1.0, 0.0]} for i in range(n)]})
+        finally:
+            with lock:
+                active["now"] -= 1
+
+    with serve(handler) as srv:
+        svc = service(tmp_path, srv.url, concurrency=2, batch_size=1)
+        out = await svc.embed("oai::m", [f"t{i}" for i in range(8)])
+        await svc.aclose()
+    assert out.shape == (8, 2) and active["max"] == 2
