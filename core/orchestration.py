@@ -1,0 +1,325 @@
+"""KnowledgeOrchestrationService: the caller-facing workflow (the nine operations).
+
+It validates input, calls the data services, and drives the runtime in the
+orderings callers rely on:
+
+* delete-items / reindex-items: collapse to roots → interrupt roots and wait →
+  fresh descendants → interrupt all and wait → delete leaf vectors → delete root
+  rows (cascade) | drop container children and prepare again | requeue leaves;
+* delete-base: interrupt → delete rows → delete store files (PartialDeletionError
+  when files remain);
+* restore-base: a new base from the source's settings, root items only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from core.config import Settings
+from core.data.base_service import KnowledgeBaseService, require_runnable
+from core.data.item_service import KnowledgeItemService
+from core.data.validation import (
+    ValidItem,
+    require_dimensions,
+    require_id,
+    require_model_id,
+    require_query,
+    require_top_k,
+    validate_item_input,
+    validate_item_inputs,
+)
+from core.embeddings import EmbeddingService
+from core.errors import (
+    AggregateAcceptanceError,
+    InvalidOperationError,
+    KnowledgeError,
+    NotFoundError,
+    PartialDeletionError,
+    StoreError,
+    ValidationError,
+)
+from core.models import (
+    CONTAINER_TYPES,
+    BaseChanged,
+    BaseRemoved,
+    BaseStatus,
+    ChunkRecord,
+    ItemInput,
+    ItemsAdded,
+    ItemsRemoved,
+    ItemStatus,
+    KnowledgeBase,
+    KnowledgeItem,
+    NoteItemData,
+    SearchMode,
+    SearchResponse,
+)
+from core.runtime.events import EventBus
+from core.runtime.queue import InterruptReason
+from core.runtime.search import run_search
+from core.runtime.service import KnowledgeRuntimeService, describe_error
+from core.store import StoreManager
+
+log = logging.getLogger(__name__)
+
+BASE_DELETE_FAILED = "interrupted: deleting the knowledge base failed"
+
+
+class KnowledgeOrchestrationService:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        bases: KnowledgeBaseService,
+        items: KnowledgeItemService,
+        runtime: KnowledgeRuntimeService,
+        stores: StoreManager,
+        embeddings: EmbeddingService,
+        bus: EventBus,
+    ):
+        self.settings = settings
+        self.bases = bases
+        self.items = items
+        self.runtime = runtime
+        self.stores = stores
+        self.embeddings = embeddings
+        self.bus = bus
+
+    # --- bases ------------------------------------------------------------
+
+    async def create_base(
+        self, name: Any, embedding_model_id: Any = None, dimensions: Any = None, **config: Any
+    ) -> KnowledgeBase:
+        model = require_model_id(embedding_model_id or self.settings.default_embedding_model)
+        self.embeddings.parse_model_id(model)  # unknown provider -> ValidationError naming the field
+        if dimensions is None:
+            dims = await self.embeddings.detect_dimensions(model)
+        else:
+            dims = require_dimensions(dimensions)
+
+        async def create_store(base: KnowledgeBase) -> None:
+            try:
+                await asyncio.to_thread(self.stores.create, base.id, dims)
+            except OSError as exc:
+                raise StoreError(f"Cannot create the vector store for '{base.name}': {exc}") from exc
+
+        base = await self.bases.create(
+            name=name,
+            embedding_model_id=model,
+            dimensions=dims,
+            config=config,
+            before_commit=create_store,
+            defaults={"chunk_size": self.settings.chunk_size, "chunk_overlap": self.settings.chunk_overlap},
+        )
+        self.bus.publish(BaseChanged(base.id))
+        return base
+
+    async def delete_base(self, base_id: Any) -> None:
+        base = await self.bases.get(base_id)
+        interrupted = await self.runtime.interrupt_base(base.id, InterruptReason.BASE_DELETE)
+        try:
+            await self.bases.delete(base.id)
+        except Exception:
+            if interrupted:
+                try:
+                    changed = await self.items.set_status_many(
+                        list(interrupted), ItemStatus.FAILED, None, BASE_DELETE_FAILED
+                    )
+                    self.runtime.publish_changes(changed)
+                except KnowledgeError:
+                    log.exception("could not mark interrupted items failed")
+            raise
+        self.runtime.forget_base(base.id)
+        leftovers = await asyncio.to_thread(self.stores.destroy, base.id)
+        self.bus.publish(BaseRemoved(base.id))
+        if leftovers:
+            log.error("knowledge base %s deleted but files remain: %s", base.id, leftovers)
+            raise PartialDeletionError(
+                f"Knowledge base '{base.name}' was deleted, but some of its files could not be removed: "
+                + ", ".join(leftovers),
+                leftovers,
+            )
+
+    async def restore_base(
+        self, source_base_id: Any, embedding_model_id: Any, dimensions: Any, name: Any = None
+    ) -> KnowledgeBase:
+        source = await self.bases.get(source_base_id)
+        model = require_model_id(embedding_model_id)
+        dims = require_dimensions(dimensions)
+        if (
+            source.status == BaseStatus.COMPLETED
+            and source.embedding_model_id == model
+            and source.dimensions == dims
+        ):
+            raise InvalidOperationError(
+                "Restoring a completed base with the same embedding model and dimensions would only "
+                "clone it; choose another model or dimensions"
+            )
+        roots = await self.items.list_all(source.id, roots_only=True)
+        config = {
+            "emoji": source.emoji,
+            "group_id": source.group_id,
+            "rerank_model_id": source.rerank_model_id,
+            "chunk_size": source.chunk_size,
+            "chunk_overlap": source.chunk_overlap,
+            "threshold": source.threshold,
+            "document_count": source.document_count,
+            "search_mode": source.search_mode.value,
+            "hybrid_alpha": source.hybrid_alpha,
+        }
+        new_base = await self.create_base(name or source.name, model, dims, **config)
+        failures: dict[str, str] = {}
+        accepted: list[ValidItem] = []
+        for item in roots:
+            try:
+                accepted.append(validate_item_input(ItemInput(item.type, payload_of(item)), f"item {item.id}"))
+            except KnowledgeError as exc:
+                failures[f"{item.type} {item.source}"] = str(exc)
+        if not failures and accepted:
+            try:
+                for start in range(0, len(accepted), 100):
+                    await self._accept(new_base, accepted[start : start + 100])
+            except KnowledgeError as exc:
+                failures["items"] = str(exc)
+        if failures:
+            try:
+                await self.delete_base(new_base.id)
+            except Exception:
+                log.exception("could not delete the partially restored base %s", new_base.id)
+            raise AggregateAcceptanceError(
+                f"Restoring '{source.name}' failed: {len(failures)} root item(s) could not be accepted", failures
+            )
+        return new_base
+
+    # --- items ------------------------------------------------------------
+
+    async def add_items(self, base_id: Any, inputs: Any) -> list[KnowledgeItem]:
+        base = require_runnable(await self.bases.get(base_id))
+        valid = validate_item_inputs(inputs)
+        return await self._accept(base, valid)
+
+    async def _accept(self, base: KnowledgeBase, valid: Sequence[ValidItem]) -> list[KnowledgeItem]:
+        """Create the root rows (one transaction) and queue their work; returns at once."""
+        created = await self.items.create_roots(base.id, valid)
+        try:
+            self.runtime.enqueue_items(created)
+        except Exception:
+            await self.items.delete([i.id for i in created])  # roll back what was accepted
+            raise
+        self.bus.publish(ItemsAdded(base.id, tuple(i.id for i in created), None))
+        self.runtime.publish_changes(created)
+        return created
+
+    async def delete_items(self, base_id: Any, item_ids: Any) -> None:
+        base = await self.bases.get(base_id)
+        roots = await self.items.collapse_to_roots(base.id, item_ids)
+        descendants = await self.runtime.interrupt_tree(roots, InterruptReason.DELETE)
+        leaves = [i.id for i in [*roots, *descendants] if i.type not in CONTAINER_TYPES]
+        try:
+            await self.runtime.delete_vectors(base, leaves)
+        except Exception as exc:
+            await self._record_cleanup_failure(roots, exc)
+            raise
+        changed = await self.items.delete([r.id for r in roots])
+        self.bus.publish(ItemsRemoved(base.id, tuple(r.id for r in roots) + tuple(d.id for d in descendants)))
+        self.runtime.publish_changes(changed)
+
+    async def reindex_items(self, base_id: Any, item_ids: Any) -> list[KnowledgeItem]:
+        base = require_runnable(await self.bases.get(base_id))
+        roots = await self.items.collapse_to_roots(base.id, item_ids)
+        descendants = await self.runtime.interrupt_tree(roots, InterruptReason.REINDEX)
+        leaves = [i.id for i in [*roots, *descendants] if i.type not in CONTAINER_TYPES]
+        try:
+            await self.runtime.delete_vectors(base, leaves)
+        except Exception as exc:
+            await self._record_cleanup_failure(roots, exc)
+            raise
+        removed: list[str] = []
+        for root in roots:
+            if root.type in CONTAINER_TYPES:
+                below = [d.id for d in await self.items.descendants([root.id])]
+                await self.items.delete_children(root.id)
+                removed.extend(below)
+        if removed:
+            self.bus.publish(ItemsRemoved(base.id, tuple(removed)))
+        changed = await self.items.set_status_many([r.id for r in roots], ItemStatus.PROCESSING)
+        self.runtime.publish_changes(changed)
+        fresh = await self.items.get_many([r.id for r in roots])
+        self.runtime.enqueue_items(fresh)
+        return fresh
+
+    async def _record_cleanup_failure(self, roots: Sequence[KnowledgeItem], exc: Exception) -> None:
+        """Write a cleanup error on the affected items before the caller re-raises it."""
+        try:
+            changed = await self.items.set_status_many(
+                [r.id for r in roots], ItemStatus.FAILED, None, f"Cleanup failed: {describe_error(exc)}"
+            )
+            self.runtime.publish_changes(changed)
+        except KnowledgeError:
+            log.exception("could not record the cleanup failure")
+
+    # --- retrieval --------------------------------------------------------
+
+    async def search(
+        self, base_id: Any, query: Any, top_k: Any = None, *, mode: Any = None
+    ) -> SearchResponse:
+        base = require_runnable(await self.bases.get(base_id))
+        text = require_query(query)
+        k = require_top_k(top_k) or base.top_k
+        if mode is None:
+            search_mode = base.search_mode
+        else:
+            try:
+                search_mode = SearchMode(mode)
+            except ValueError:
+                raise ValidationError.field("mode", "must be one of default, bm25, hybrid") from None
+        store = await self.runtime.store(base)
+        return await run_search(base, store, self.embeddings, text, top_k=k, mode=search_mode)
+
+    async def list_item_chunks(self, base_id: Any, item_id: Any) -> list[ChunkRecord]:
+        base, item = await self._item_of(base_id, item_id)
+        if base.dimensions is None:
+            return []
+        leaves = await self.items.leaves_under([item.id])
+        store = await self.runtime.store(base)
+        return await asyncio.to_thread(store.list_chunks, [leaf.id for leaf in leaves])
+
+    async def delete_item_chunk(self, base_id: Any, item_id: Any, chunk_id: Any) -> None:
+        base, item = await self._item_of(base_id, item_id)
+        require_runnable(base)
+        chunk_id = require_id(chunk_id, "chunk_id")
+        store = await self.runtime.store(base)
+        chunk = await asyncio.to_thread(store.get_chunk, chunk_id)
+        if chunk is None:
+            raise NotFoundError("Chunk", chunk_id)
+        owners = {leaf.id for leaf in await self.items.leaves_under([item.id])}
+        if chunk.item_id not in owners:
+            raise ValidationError.field("chunk_id", f"chunk {chunk_id} does not belong to item {item.id}")
+        async with self.runtime.lock(base.id):
+            await asyncio.to_thread(store.delete_chunk, chunk_id)
+
+    async def _item_of(self, base_id: Any, item_id: Any) -> tuple[KnowledgeBase, KnowledgeItem]:
+        base = await self.bases.get(base_id)
+        item = await self.items.get(item_id)
+        if item.base_id != base.id:
+            raise ValidationError.field("item_id", f"item {item.id} belongs to another knowledge base")
+        return base, item
+
+
+def payload_of(item: KnowledgeItem) -> dict[str, Any]:
+    """The add-items payload that re-creates a root item elsewhere (restore, export)."""
+    data = item.data
+    if isinstance(data, NoteItemData):
+        payload: dict[str, Any] = {"content": data.content}
+        if data.source_url:
+            payload["source_url"] = data.source_url
+        return payload
+    if item.type in CONTAINER_TYPES and hasattr(data, "watch"):
+        return {"path": data.path, "watch": data.watch}
+    if hasattr(data, "path"):
+        return {"path": data.path}
+    return {"url": data.url}
+

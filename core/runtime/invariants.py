@@ -1,0 +1,37 @@
+"""Store/catalogue invariants, checked by tests and the reliability suite.
+
+* no chunk without its item (every chunk's item_id is a leaf item of that base);
+* no FTS row without its chunk, no item with two copies of its chunks, the
+  in-memory matrix in step with the rows (delegated to BaseStore.check_invariants);
+* once the queue is idle, no item is `processing`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from core.data.base_service import KnowledgeBaseService
+from core.data.item_service import KnowledgeItemService
+from core.models import CONTAINER_TYPES, ItemStatus
+from core.runtime.service import KnowledgeRuntimeService
+
+
+async def check_invariants(
+    bases: KnowledgeBaseService, items: KnowledgeItemService, runtime: KnowledgeRuntimeService
+) -> list[str]:
+    problems: list[str] = []
+    idle = runtime.queue.pending_count == 0 and runtime.queue.running_count == 0
+    for base in await bases.list_all():
+        base_items = await items.list_all(base.id)
+        leaves = {i.id for i in base_items if i.type not in CONTAINER_TYPES}
+        if idle:
+            stuck = [i for i in base_items if i.status == ItemStatus.PROCESSING]
+            problems += [f"base {base.name}: item {i.id} ({i.source}) still processing while idle" for i in stuck]
+        if not base.is_usable:
+            continue
+        store = await runtime.store(base)
+        problems += [f"base {base.name}: {p}" for p in await asyncio.to_thread(store.check_invariants)]
+        orphans = await asyncio.to_thread(store.item_ids)
+        for item_id in sorted(orphans - leaves):
+            problems.append(f"base {base.name}: chunks of item {item_id} which is not a leaf item of the base")
+    return problems

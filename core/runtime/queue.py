@@ -1,0 +1,214 @@
+"""One in-memory task queue shared by every base.
+
+* fixed concurrency (workers pull tasks in FIFO order);
+* de-duplication by item id: an item pending or running is never queued twice;
+* interruption: a pending task is dropped (it never runs), a running one gets its
+  token set and stops at its next checkpoint; `wait_settled` waits until none of
+  the given items is running any more.
+
+The queue knows nothing about what tasks do; the runtime hands it a coroutine
+function per task kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from core.errors import TaskInterrupted
+
+log = logging.getLogger(__name__)
+
+
+class TaskKind(StrEnum):
+    PREPARE_ROOT = "prepare-root"
+    INDEX_LEAF = "index-leaf"
+
+
+class InterruptReason(StrEnum):
+    DELETE = "delete"
+    REINDEX = "reindex"
+    SHUTDOWN = "shutdown"
+    BASE_DELETE = "base-delete"
+
+
+@dataclass
+class InterruptToken:
+    reason: InterruptReason | None = None
+
+    def interrupt(self, reason: InterruptReason) -> None:
+        if self.reason is None:
+            self.reason = reason
+
+    @property
+    def interrupted(self) -> bool:
+        return self.reason is not None
+
+    def check(self) -> None:
+        """A checkpoint: raise if this task was interrupted."""
+        if self.reason is not None:
+            raise TaskInterrupted(f"interrupted by {self.reason}")
+
+
+@dataclass
+class Task:
+    kind: TaskKind
+    base_id: str
+    item_id: str
+    token: InterruptToken = field(default_factory=InterruptToken)
+
+
+Runner = Callable[[Task], Awaitable[bool]]
+"""Runs one task; returns True when the item ended completed, False when it failed."""
+
+
+class TaskQueue:
+    def __init__(self, runner: Runner, concurrency: int = 5):
+        self._runner = runner
+        self._concurrency = concurrency
+        self._pending: OrderedDict[str, Task] = OrderedDict()  # item id -> task
+        self._running: dict[str, Task] = {}
+        self._wakeup = asyncio.Condition()
+        self._changed = asyncio.Condition()  # notified whenever a task finishes or is dropped
+        self._workers: list[asyncio.Task[None]] = []
+        self._closed = False
+        self.done = 0
+        self.failed = 0
+        self.on_change: Callable[[], None] | None = None
+
+    # --- lifecycle --------------------------------------------------------
+
+    def start(self) -> None:
+        for n in range(self._concurrency):
+            self._workers.append(asyncio.create_task(self._worker(), name=f"ktui-worker-{n}"))
+
+    async def close(self) -> list[Task]:
+        """Stop taking work: drop pending tasks (returned), interrupt running ones and
+        wait for them to settle."""
+        self._closed = True
+        dropped = list(self._pending.values())
+        self._pending.clear()
+        for task in self._running.values():
+            task.token.interrupt(InterruptReason.SHUTDOWN)
+        await self.wait_settled(list(self._running))
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers.clear()
+        return dropped
+
+    # --- queueing ---------------------------------------------------------
+
+    def enqueue(self, kind: TaskKind, base_id: str, item_id: str) -> bool:
+        """Queue a task unless the item is already pending or running."""
+        if self._closed or item_id in self._pending or item_id in self._running:
+            return False
+        self._pending[item_id] = Task(kind, base_id, item_id)
+        self._notify_workers()
+        self._emit_change()
+        return True
+
+    def enqueue_many(self, kind: TaskKind, base_id: str, item_ids: Iterable[str]) -> int:
+        added = 0
+        for item_id in item_ids:
+            if self._closed or item_id in self._pending or item_id in self._running:
+                continue
+            self._pending[item_id] = Task(kind, base_id, item_id)
+            added += 1
+        if added:
+            self._notify_workers()
+            self._emit_change()
+        return added
+
+    def interrupt(self, item_ids: Iterable[str], reason: InterruptReason) -> set[str]:
+        """Drop pending tasks of these items and flag running ones. Returns the affected ids."""
+        affected: set[str] = set()
+        for item_id in item_ids:
+            if self._pending.pop(item_id, None) is not None:
+                affected.add(item_id)
+            task = self._running.get(item_id)
+            if task is not None:
+                task.token.interrupt(reason)
+                affected.add(item_id)
+        if affected:
+            asyncio.get_running_loop().create_task(self._notify_changed())
+            self._emit_change()
+        return affected
+
+    def interrupt_base(self, base_id: str, reason: InterruptReason) -> set[str]:
+        ids = [t.item_id for t in (*self._pending.values(), *self._running.values()) if t.base_id == base_id]
+        return self.interrupt(ids, reason)
+
+    async def wait_settled(self, item_ids: Iterable[str]) -> None:
+        """Wait until none of these items has a running task."""
+        ids = set(item_ids)
+        async with self._changed:
+            await self._changed.wait_for(lambda: not (ids & self._running.keys()))
+
+    async def wait_idle(self, base_id: str | None = None) -> None:
+        def idle() -> bool:
+            tasks = (*self._pending.values(), *self._running.values())
+            return not any(base_id is None or t.base_id == base_id for t in tasks)
+
+        async with self._changed:
+            await self._changed.wait_for(idle)
+
+    # --- figures ----------------------------------------------------------
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    @property
+    def running_count(self) -> int:
+        return len(self._running)
+
+    def is_active(self, item_id: str) -> bool:
+        return item_id in self._pending or item_id in self._running
+
+    # --- internals --------------------------------------------------------
+
+    def _notify_workers(self) -> None:
+        async def notify() -> None:
+            async with self._wakeup:
+                self._wakeup.notify_all()
+
+        asyncio.get_running_loop().create_task(notify())
+
+    def _emit_change(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    async def _notify_changed(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _worker(self) -> None:
+        while True:
+            async with self._wakeup:
+                await self._wakeup.wait_for(lambda: bool(self._pending) or self._closed)
+                if self._closed and not self._pending:
+                    return
+                _, task = self._pending.popitem(last=False)
+                self._running[task.item_id] = task
+            self._emit_change()
+            try:
+                if await self._runner(task):
+                    self.done += 1
+                else:
+                    self.failed += 1
+            except asyncio.CancelledError:
+                raise
+            except TaskInterrupted:
+                pass
+            except Exception:  # the runner records failures itself; this is a bug guard
+                self.failed += 1
+                log.exception("task %s for item %s crashed", task.kind, task.item_id)
+            finally:
+                self._running.pop(task.item_id, None)
+                await asyncio.shield(self._notify_changed())
+                self._emit_change()

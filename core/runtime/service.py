@@ -1,0 +1,382 @@
+"""KnowledgeRuntimeService: executes indexing and retrieval work.
+
+It owns the shared task queue, the per-base write locks, interruption, crash and
+shutdown recovery, and publishes every state change on the event bus.
+
+Leaf task:   processing/reading → read + chunk (threads) → processing/embedding →
+             embed in batches (progress events) → under the base lock: replace the
+             item's chunks in one store transaction, then completed.
+Container:   processing/preparing → expand (walk / fetch) → create children →
+             enqueue leaves → phase cleared → reconciled from the children.
+Any error:   the item's vectors are removed and it is failed with the message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+from core.config import Settings
+from core.data.base_service import KnowledgeBaseService
+from core.data.item_service import ChildSpec, KnowledgeItemService
+from core.embeddings import EmbeddingService
+from core.errors import IngestError, KnowledgeError, StoreError, TaskInterrupted
+from core.ingest import DirectoryListing, Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
+from core.models import (
+    CONTAINER_TYPES,
+    DirectoryItemData,
+    FileItemData,
+    ItemChanged,
+    ItemPhase,
+    ItemsAdded,
+    ItemStatus,
+    ItemType,
+    KnowledgeBase,
+    KnowledgeItem,
+    QueueStats,
+    SitemapItemData,
+    UrlItemData,
+)
+from core.runtime.events import EventBus
+from core.runtime.queue import InterruptReason, Task, TaskKind, TaskQueue
+from core.store import BaseStore, StoreManager
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_MESSAGE = "interrupted by shutdown"
+RATE_WINDOW_S = 5.0
+STATS_INTERVAL_S = 0.2
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line, user-facing message for a failed item."""
+    if isinstance(exc, KnowledgeError):
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or type(exc).__name__}: {exc.filename}" if exc.filename else str(exc)
+    return f"Unexpected error: {type(exc).__name__}: {exc}"
+
+
+class KnowledgeRuntimeService:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        bases: KnowledgeBaseService,
+        items: KnowledgeItemService,
+        stores: StoreManager,
+        embeddings: EmbeddingService,
+        bus: EventBus,
+    ):
+        self.settings = settings
+        self.bases = bases
+        self.items = items
+        self.stores = stores
+        self.embeddings = embeddings
+        self.bus = bus
+        self.fetcher = Fetcher(settings.ingest)
+        self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency)
+        self.queue.on_change = self._queue_changed
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._chunk_times: deque[tuple[float, int]] = deque()
+        self._stats_handle: asyncio.TimerHandle | None = None
+        self._last_stats = 0.0
+        self._closed = False
+
+    # --- lifecycle --------------------------------------------------------
+
+    async def start(self) -> None:
+        self.queue.start()
+        await self.recover()
+
+    async def recover(self) -> list[str]:
+        """Re-queue what a shutdown interrupted or a crash left `processing`, so nothing stays stuck.
+
+        Containers that were still preparing lose their partial children and prepare
+        again; containers waiting on children are reconciled (their leaves re-queue).
+        """
+        stuck = await self.items.by_status([ItemStatus.PROCESSING, ItemStatus.FAILED])
+        stuck = [i for i in stuck if i.status == ItemStatus.PROCESSING or i.error == SHUTDOWN_MESSAGE]
+        usable = {b.id: b for b in await self.bases.list_all() if b.is_usable}
+        requeued: list[str] = []
+        waiting_containers: list[KnowledgeItem] = []
+        for item in stuck:
+            if item.base_id not in usable:
+                continue
+            if item.type in CONTAINER_TYPES:
+                unprepared = item.error == SHUTDOWN_MESSAGE and not await self.items.children(item.id)
+                if item.phase == ItemPhase.PREPARING or unprepared:
+                    await self.items.delete_children(item.id)
+                    await self._set(item, ItemStatus.PROCESSING)
+                    self.queue.enqueue(TaskKind.PREPARE_ROOT, item.base_id, item.id)
+                    requeued.append(item.id)
+                else:
+                    waiting_containers.append(item)
+            else:
+                if item.status != ItemStatus.PROCESSING or item.phase is not None:
+                    await self._set(item, ItemStatus.PROCESSING)
+                self.queue.enqueue(TaskKind.INDEX_LEAF, item.base_id, item.id)
+                requeued.append(item.id)
+        for container in waiting_containers:
+            self.bus.publish_all([self._changed(i) for i in await self.items.reconcile(container.id)])
+        return requeued
+
+    async def close(self) -> None:
+        """Interrupt running work, mark everything unfinished failed ("interrupted by shutdown")."""
+        if self._closed:
+            return
+        self._closed = True
+        running = list(self.queue._running)
+        dropped = await self.queue.close()
+        unfinished = [t.item_id for t in dropped] + running
+        if unfinished:
+            existing = [i for i in await self.items.get_many(unfinished) if i.status == ItemStatus.PROCESSING]
+            if existing:
+                changed = await self.items.set_status_many(
+                    [i.id for i in existing], ItemStatus.FAILED, None, SHUTDOWN_MESSAGE
+                )
+                self.bus.publish_all([self._changed(i) for i in changed])
+        if self._stats_handle is not None:
+            self._stats_handle.cancel()
+        await self.fetcher.aclose()
+
+    # --- scheduling -------------------------------------------------------
+
+    def enqueue_items(self, items: Iterable[KnowledgeItem]) -> None:
+        for item in items:
+            kind = TaskKind.PREPARE_ROOT if item.type in CONTAINER_TYPES else TaskKind.INDEX_LEAF
+            self.queue.enqueue(kind, item.base_id, item.id)
+
+    async def interrupt_and_wait(self, item_ids: Sequence[str], reason: InterruptReason) -> set[str]:
+        affected = self.queue.interrupt(item_ids, reason)
+        await self.queue.wait_settled(item_ids)
+        return affected
+
+    async def interrupt_tree(self, roots: Sequence[KnowledgeItem], reason: InterruptReason) -> list[KnowledgeItem]:
+        """The two-stage interrupt: roots first (a running prepare may still be creating
+        children), then a fresh query of the descendants and roots + descendants again.
+        Returns the descendants as they are now."""
+        root_ids = [r.id for r in roots]
+        await self.interrupt_and_wait(root_ids, reason)
+        descendants = await self.items.descendants(root_ids)
+        await self.interrupt_and_wait(root_ids + [d.id for d in descendants], reason)
+        return descendants
+
+    async def interrupt_base(self, base_id: str, reason: InterruptReason) -> set[str]:
+        affected = self.queue.interrupt_base(base_id, reason)
+        await self.queue.wait_settled(affected)
+        return affected
+
+    async def delete_vectors(self, base: KnowledgeBase, item_ids: Sequence[str]) -> None:
+        if not item_ids or not base.is_usable:
+            return  # a failed base has no store to clean
+        async with self.lock(base.id):
+            store = await self.store(base)
+            await asyncio.to_thread(store.delete_items, item_ids)
+
+    async def wait_idle(self, base_id: str | None = None) -> None:
+        await self.queue.wait_idle(base_id)
+
+    def lock(self, base_id: str) -> asyncio.Lock:
+        """The per-base write lock: vector writes and their status writes of one base are
+        serialised; other bases never wait on it."""
+        return self._locks.setdefault(base_id, asyncio.Lock())
+
+    def forget_base(self, base_id: str) -> None:
+        self._locks.pop(base_id, None)
+
+    async def store(self, base: KnowledgeBase) -> BaseStore:
+        if base.dimensions is None:
+            raise StoreError(f"Knowledge base {base.name} has no vector store (unknown dimensions)")
+        return await asyncio.to_thread(self.stores.get, base.id, base.dimensions)
+
+    # --- tasks ------------------------------------------------------------
+
+    async def _run_task(self, task: Task) -> bool:
+        try:
+            item = await self.items.get(task.item_id)
+            base = await self.bases.get(task.base_id)
+        except KnowledgeError:
+            return False  # deleted while queued
+        if task.kind == TaskKind.PREPARE_ROOT:
+            return await self._prepare(task, base, item)
+        return await self._index_leaf(task, base, item)
+
+    async def _index_leaf(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
+        token = task.token
+        try:
+            token.check()
+            await self._set(item, ItemStatus.PROCESSING, ItemPhase.READING)
+            documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)
+            token.check()
+            chunks = await asyncio.to_thread(
+                chunk_documents,
+                documents,
+                chunk_size=base.chunk_size,
+                chunk_overlap=base.chunk_overlap,
+                item_id=item.id,
+                item_type=item.type,
+                source=item.source,
+            )
+            if not chunks:
+                raise IngestError(f"{item.source}: no text content")
+            token.check()
+            await self._set(item, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, progress=0.0)
+
+            def progress(done: int, total: int) -> None:
+                token.check()
+                self.bus.publish(
+                    ItemChanged(base.id, item.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None,
+                                done / total if total else 1.0)
+                )
+
+            vectors = await self.embeddings.embed(
+                base.embedding_model_id, [c.text for c in chunks], dimensions=base.dimensions, on_progress=progress
+            )
+            async with self.lock(base.id):
+                token.check()
+                store = await self.store(base)
+                await asyncio.to_thread(store.replace_item_chunks, item.id, chunks, vectors)
+                await self._set(item, ItemStatus.COMPLETED)
+            self._record_chunks(len(chunks))
+            return True
+        except TaskInterrupted:
+            if token.reason == InterruptReason.SHUTDOWN:
+                await self._fail(base, item, SHUTDOWN_MESSAGE, remove_vectors=False)
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, (KnowledgeError, OSError)):
+                log.exception("indexing %s failed unexpectedly", item.source)
+            await self._fail(base, item, describe_error(exc))
+            return False
+
+    async def _prepare(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
+        token = task.token
+        try:
+            token.check()
+            await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+            if isinstance(item.data, DirectoryItemData):
+                listing = await expand_directory(item.data.path, self.settings.ingest)
+                specs = _directory_specs(listing)
+            elif isinstance(item.data, SitemapItemData):
+                urls = await expand_sitemap(item.data.url, self.settings.ingest, self.fetcher)
+                specs = [ChildSpec(ItemType.URL, UrlItemData(url=u, source=u)) for u in urls]
+            else:  # pragma: no cover - only containers are prepared
+                raise IngestError(f"{item.type} items are not containers")
+            token.check()
+            created = await self.items.create_children(base.id, item.id, specs)
+            by_parent: dict[str | None, list[str]] = {}
+            for child in created:
+                by_parent.setdefault(child.group_id, []).append(child.id)
+            for parent, ids in by_parent.items():
+                self.bus.publish(ItemsAdded(base.id, tuple(ids), parent))
+            self.queue.enqueue_many(
+                TaskKind.INDEX_LEAF, base.id, [c.id for c in created if c.type not in CONTAINER_TYPES]
+            )
+            await self._set(item, ItemStatus.PROCESSING)  # phase cleared: reconciled from the children
+            return True
+        except TaskInterrupted:
+            if token.reason == InterruptReason.SHUTDOWN:
+                await self._fail(base, item, SHUTDOWN_MESSAGE, remove_vectors=False)
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, (KnowledgeError, OSError)):
+                log.exception("preparing %s failed unexpectedly", item.source)
+            await self._fail(base, item, describe_error(exc), remove_vectors=False)
+            return False
+
+    async def _fail(self, base: KnowledgeBase, item: KnowledgeItem, message: str, *, remove_vectors: bool = True) -> None:
+        """Remove what the item wrote and record the failure. Never raises for a vanished item."""
+        try:
+            if remove_vectors and base.dimensions is not None:
+                async with self.lock(base.id):
+                    store = await self.store(base)
+                    await asyncio.to_thread(store.delete_items, [item.id])
+        except Exception as exc:  # the store itself is broken: say so on the item
+            message = f"{message} (and its vectors could not be removed: {describe_error(exc)})"
+        try:
+            await self._set(item, ItemStatus.FAILED, error=message)
+        except KnowledgeError:
+            pass  # the item was deleted meanwhile
+
+    async def _set(
+        self,
+        item: KnowledgeItem,
+        status: ItemStatus,
+        phase: ItemPhase | None = None,
+        error: str | None = None,
+        *,
+        progress: float | None = None,
+    ) -> None:
+        changed = await self.items.set_status(item.id, status, phase, error)
+        for changed_item in changed:
+            self.bus.publish(self._changed(changed_item, progress if changed_item.id == item.id else None))
+
+    @staticmethod
+    def _changed(item: KnowledgeItem, progress: float | None = None) -> ItemChanged:
+        return ItemChanged(item.base_id, item.id, item.status, item.phase, item.error, progress)
+
+    def publish_changes(self, items: Iterable[KnowledgeItem]) -> None:
+        self.bus.publish_all([self._changed(i) for i in items])
+
+    # --- figures ----------------------------------------------------------
+
+    def _record_chunks(self, n: int) -> None:
+        now = time.monotonic()
+        self._chunk_times.append((now, n))
+        self._queue_changed()
+
+    def chunks_per_second(self) -> float:
+        now = time.monotonic()
+        while self._chunk_times and now - self._chunk_times[0][0] > RATE_WINDOW_S:
+            self._chunk_times.popleft()
+        if not self._chunk_times:
+            return 0.0
+        span = max(now - self._chunk_times[0][0], 1.0)
+        return sum(n for _, n in self._chunk_times) / span
+
+    def stats(self) -> QueueStats:
+        return QueueStats(
+            pending=self.queue.pending_count,
+            running=self.queue.running_count,
+            done=self.queue.done,
+            failed=self.queue.failed,
+            chunks_per_second=round(self.chunks_per_second(), 1),
+        )
+
+    def _queue_changed(self) -> None:
+        """Publish queue figures at most every STATS_INTERVAL_S (time-batched)."""
+        if self._stats_handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, STATS_INTERVAL_S - (loop.time() - self._last_stats))
+
+        def emit() -> None:
+            self._stats_handle = None
+            self._last_stats = loop.time()
+            self.bus.publish(self.stats())
+
+        self._stats_handle = loop.call_later(delay, emit)
+
+
+def _directory_specs(listing: DirectoryListing) -> list[ChildSpec]:
+    specs: list[ChildSpec] = []
+    for sub in listing.subdirs:
+        specs.append(
+            ChildSpec(
+                ItemType.DIRECTORY,
+                DirectoryItemData(path=sub.path, source=sub.path),
+                _directory_specs(sub),
+            )
+        )
+    for path in listing.files:
+        specs.append(ChildSpec(ItemType.FILE, FileItemData(path=path, source=path)))
+    return specs
+

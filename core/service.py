@@ -1,0 +1,259 @@
+"""KnowledgeService: the one facade the TUI, the CLI, scripts and tests use.
+
+    async with await KnowledgeService.open(data_dir) as ks:
+        base = await ks.create_base("Notes")
+        await ks.add_items(base.id, [ItemInput("file", {"path": "README.md"})])
+        await ks.wait_idle()
+        print((await ks.search(base.id, "install")).results)
+
+Workflow calls go to the orchestration layer (which drives the runtime); the
+read/patch Data API goes straight to the data services and has no vector-store
+side effects. Every argument is validated: bad input raises `ValidationError`
+naming the field, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from core.config import Settings, load_settings
+from core.data.base_service import KnowledgeBaseService
+from core.data.item_service import KnowledgeItemService
+from core.data.validation import require_id, require_model_id
+from core.db import Database
+from core.embeddings import EmbeddingService
+from core.models import (
+    ROOT,
+    BaseChanged,
+    ChunkRecord,
+    KnowledgeBase,
+    KnowledgeGroup,
+    KnowledgeItem,
+    ModelListing,
+    Page,
+    QueueStats,
+    SearchResponse,
+)
+from core.orchestration import KnowledgeOrchestrationService
+from core.runtime.events import EventBus, Subscription
+from core.runtime.invariants import check_invariants
+from core.runtime.service import KnowledgeRuntimeService
+from core.store import StoreManager
+
+
+class KnowledgeService:
+    def __init__(self, settings: Settings, db: Database):
+        self.settings = settings
+        self._db = db
+        self._bus = EventBus()
+        self._bases = KnowledgeBaseService(db)
+        self._items = KnowledgeItemService(db)
+        self._stores = StoreManager(settings.data_dir)
+        self._embeddings = EmbeddingService(settings)
+        self._runtime = KnowledgeRuntimeService(
+            settings=settings,
+            bases=self._bases,
+            items=self._items,
+            stores=self._stores,
+            embeddings=self._embeddings,
+            bus=self._bus,
+        )
+        self._workflow = KnowledgeOrchestrationService(
+            settings=settings,
+            bases=self._bases,
+            items=self._items,
+            runtime=self._runtime,
+            stores=self._stores,
+            embeddings=self._embeddings,
+            bus=self._bus,
+        )
+        self._closed = False
+
+    @classmethod
+    async def open(cls, data_dir: Path | str | None = None, settings: Settings | None = None) -> KnowledgeService:
+        """Open (creating if needed) the data directory and start the runtime.
+
+        Work that a shutdown interrupted or a crash left `processing` is queued again.
+        """
+        if settings is None:
+            settings = load_settings(data_dir=data_dir)
+        elif data_dir is not None:
+            settings = settings.with_(data_dir=Path(data_dir))
+        db = await Database.open(Path(settings.data_dir))
+        service = cls(settings, db)
+        try:
+            await service._runtime.start()
+        except BaseException:
+            await service.close()
+            raise
+        return service
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._runtime.close()
+        finally:
+            self._bus.close()
+            await asyncio.to_thread(self._stores.close_all)
+            await self._embeddings.aclose()
+            await self._db.close()
+
+    async def __aenter__(self) -> KnowledgeService:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # --- workflow (the nine runtime operations) ----------------------------
+
+    async def create_base(
+        self, name: Any, embedding_model_id: Any = None, dimensions: Any = None, **config: Any
+    ) -> KnowledgeBase:
+        return await self._workflow.create_base(name, embedding_model_id, dimensions, **config)
+
+    async def restore_base(
+        self, source_base_id: Any, embedding_model_id: Any, dimensions: Any, name: Any = None
+    ) -> KnowledgeBase:
+        return await self._workflow.restore_base(source_base_id, embedding_model_id, dimensions, name)
+
+    async def delete_base(self, base_id: Any) -> None:
+        await self._workflow.delete_base(base_id)
+
+    async def add_items(self, base_id: Any, items: Any) -> list[KnowledgeItem]:
+        """Accept items; returns once their rows exist (indexing continues in the queue)."""
+        return await self._workflow.add_items(base_id, items)
+
+    async def delete_items(self, base_id: Any, item_ids: Any) -> None:
+        await self._workflow.delete_items(base_id, item_ids)
+
+    async def reindex_items(self, base_id: Any, item_ids: Any) -> list[KnowledgeItem]:
+        return await self._workflow.reindex_items(base_id, item_ids)
+
+    async def search(self, base_id: Any, query: Any, top_k: Any = None, *, mode: Any = None) -> SearchResponse:
+        """Search a base; `mode` overrides the base's search mode for this call."""
+        return await self._workflow.search(base_id, query, top_k, mode=mode)
+
+    async def list_item_chunks(self, base_id: Any, item_id: Any) -> list[ChunkRecord]:
+        return await self._workflow.list_item_chunks(base_id, item_id)
+
+    async def delete_item_chunk(self, base_id: Any, item_id: Any, chunk_id: Any) -> None:
+        await self._workflow.delete_item_chunk(base_id, item_id, chunk_id)
+
+    # --- data API (read / patch only) --------------------------------------
+
+    async def list_bases(self, page: Any = 1, limit: Any = 20) -> Page[KnowledgeBase]:
+        return await self._bases.list(page, limit)
+
+    async def get_base(self, base_id: Any) -> KnowledgeBase:
+        return await self._bases.get(base_id)
+
+    async def update_base(self, base_id: Any, patch: Any) -> KnowledgeBase:
+        base = await self._bases.update(base_id, patch)
+        self._bus.publish(BaseChanged(base.id))
+        return base
+
+    async def list_items(
+        self, base_id: Any, type: Any = None, group_id: Any = ROOT, page: Any = 1, limit: Any = 20
+    ) -> Page[KnowledgeItem]:
+        return await self._items.list(base_id, type=type, group_id=group_id, page=page, limit=limit)
+
+    async def get_item(self, item_id: Any) -> KnowledgeItem:
+        return await self._items.get(item_id)
+
+    async def item_counts(self) -> dict[str, int]:
+        """Number of items (all levels) per base id, for overviews."""
+        return await self._items.count_by_base()
+
+    # --- groups -------------------------------------------------------------
+
+    async def create_group(self, name: Any) -> KnowledgeGroup:
+        return await self._bases.create_group(name)
+
+    async def rename_group(self, group_id: Any, name: Any) -> KnowledgeGroup:
+        return await self._bases.rename_group(group_id, name)
+
+    async def delete_group(self, group_id: Any) -> None:
+        """Delete a group; its bases become ungrouped."""
+        await self._bases.delete_group(group_id)
+
+    async def list_groups(self) -> list[KnowledgeGroup]:
+        return await self._bases.list_groups()
+
+    # --- live state ---------------------------------------------------------
+
+    def subscribe(self) -> Subscription:
+        """Events from now on; iterate with `async for`, or take batches with `next_batch()`."""
+        return self._bus.subscribe()
+
+    async def wait_idle(self, base_id: Any = None, timeout: float | None = None) -> bool:
+        """Wait until no work is pending or running (for one base, or all). False on timeout."""
+        if base_id is not None:
+            base_id = require_id(base_id, "base_id")
+        try:
+            await asyncio.wait_for(self._runtime.wait_idle(base_id), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def check_invariants(self) -> list[str]:
+        """Violations of the store/catalogue invariants (empty when all hold)."""
+        return await check_invariants(self._bases, self._items, self._runtime)
+
+    def queue_stats(self) -> QueueStats:
+        return self._runtime.stats()
+
+    async def list_embedding_models(self) -> ModelListing:
+        return await self._embeddings.list_models()
+
+    async def detect_dimensions(self, embedding_model_id: Any) -> int:
+        return await self._embeddings.detect_dimensions(require_model_id(embedding_model_id))
+
+    # --- transfer -------------------------------------------------------------
+    # Export / import (docs/export-format.md); the logic lives in core/transfer.py.
+
+    async def export_bases(self, base_ids: Any) -> dict[str, Any]:
+        """A versioned export document: each base's settings and its root items' payloads."""
+        from core.data.validation import require_ids
+        from core.transfer import build_export, export_entry
+
+        groups = {g.id: g.name for g in await self.list_groups()}
+        entries = []
+        for base_id in require_ids(base_ids, "base_ids"):
+            base = await self._bases.get(base_id)
+            roots = await self._items.list_all(base.id, roots_only=True)
+            entries.append(export_entry(base, roots, groups.get(base.group_id) if base.group_id else None))
+        return build_export(entries)
+
+    async def export_base(self, base_id: Any) -> dict[str, Any]:
+        return await self.export_bases([base_id])
+
+    async def import_bases(self, document: Any) -> Any:
+        """Recreate the bases of an export document or a legacy backup; returns an ImportReport.
+
+        Bases whose embedding model is usable here are created and their items
+        queued; the others become failed `missing_embedding_model` bases with
+        idle items, recoverable with `restore_base`.
+        """
+        from core.transfer import Importer, parse_document
+
+        parsed = parse_document(document)
+        importer = Importer(bases=self._bases, items=self._items, workflow=self._workflow,
+                            embeddings=self._embeddings, publish=self._bus.publish)
+        return await importer.run(parsed)
+
+    async def resolve_base(self, ref: Any) -> KnowledgeBase:
+        """A base by id, or by unique name (exact, then case-insensitive)."""
+        from core.transfer import resolve_base
+
+        return resolve_base(await self._bases.list_all(), ref)
+
+    async def resolve_item(self, base_id: Any, ref: Any) -> KnowledgeItem:
+        """An item of the base (any level) by id, unique id prefix, source or display name."""
+        from core.transfer import resolve_item
+
+        base = await self._bases.get(base_id)
+        return resolve_item(await self._items.list_all(base.id), ref)
