@@ -14,7 +14,7 @@ similar, so search results in tests are meaningful and predictable.
 
 Fault injection (``handle.faults``) lets other suites exercise provider failures:
 queued one-shot faults (``fail``, ``wrong_width``, ``empty_vectors``,
-``wrong_shape``, ``drop_connection``) are consumed by the next matching requests in
+``wrong_shape``, ``drop_connection``, and ``ok`` to let requests through first) are consumed by the next matching requests in
 order; ``delay`` slows every request until cleared.
 
 Why a raw asyncio server rather than ``http.server``: the runtime benchmark needs
@@ -150,6 +150,10 @@ class Faults:
         """Close the socket without answering."""
         self._push(_Fault("drop", times))
 
+    def ok(self, times: int = 1) -> None:
+        """Answer the next `times` requests normally (to place a fault later in a sequence)."""
+        self._push(_Fault("ok", times))
+
     def delay(self, seconds: float) -> None:
         """Sleep `seconds` before every answer until `delay(0)` or `clear()`."""
         with self._lock:
@@ -186,7 +190,7 @@ class Faults:
     def _apply(self, spec: dict[str, Any]) -> None:
         """Apply a control-endpoint call: {"op": name, ...kwargs}."""
         op = spec.pop("op")
-        if op not in {"fail", "wrong_width", "empty_vectors", "wrong_shape", "drop_connection", "delay", "clear"}:
+        if op not in {"fail", "wrong_width", "empty_vectors", "wrong_shape", "drop_connection", "ok", "delay", "clear"}:
             raise ValueError(f"unknown fault op {op!r}")
         getattr(self, op)(**spec)
 
@@ -214,6 +218,9 @@ class _RemoteFaults:
 
     def drop_connection(self, times: int = 1) -> None:
         self._send("drop_connection", times=times)
+
+    def ok(self, times: int = 1) -> None:
+        self._send("ok", times=times)
 
     def delay(self, seconds: float) -> None:
         self._send("delay", seconds=seconds)
