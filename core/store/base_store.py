@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -86,7 +86,9 @@ class MatrixInfo:
     """How the vector matrix was obtained and what it holds (for tests, benchmarks, diagnostics)."""
 
     loaded: bool
-    source: str | None  # "file" (persisted matrix reused) | "rebuilt" (from the BLOBs) | None
+    source: (
+        str | None
+    )  # "file" (persisted matrix reused) | "rebuilt" (from the BLOBs) | None
     reason: str | None  # why it was rebuilt
     rows: int  # matrix rows including tombstones
     live: int
@@ -97,7 +99,14 @@ class MatrixInfo:
 class BaseStore:
     """See the module docstring. Create with :meth:`open`."""
 
-    def __init__(self, path: Path, dimensions: int, con: sqlite3.Connection, store_uuid: str, tuning: Tuning):
+    def __init__(
+        self,
+        path: Path,
+        dimensions: int,
+        con: sqlite3.Connection,
+        store_uuid: str,
+        tuning: Tuning,
+    ):
         self.path = path
         self.dimensions = dimensions
         self.tuning = tuning
@@ -113,15 +122,28 @@ class BaseStore:
     # ------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, path: Path, dimensions: int, *, create: bool = False, tuning: Tuning | None = None) -> BaseStore:
+    def open(
+        cls,
+        path: Path,
+        dimensions: int,
+        *,
+        create: bool = False,
+        tuning: Tuning | None = None,
+    ) -> BaseStore:
         """Open (or with ``create=True`` create) the store at ``path``.
 
         Raises StoreError naming the file when it is missing, already exists
         (create), is not a ktui store, is corrupt, or was made for another width.
         """
         path = Path(path)
-        if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions <= 0:
-            raise ValueError(f"dimensions must be a positive integer, got {dimensions!r}")
+        if (
+            isinstance(dimensions, bool)
+            or not isinstance(dimensions, int)
+            or dimensions <= 0
+        ):
+            raise ValueError(
+                f"dimensions must be a positive integer, got {dimensions!r}"
+            )
         tuning = tuning or Tuning()
         if create:
             if path.exists():
@@ -131,7 +153,9 @@ class BaseStore:
             raise StoreError(f"Vector store file {path} is missing")
         con: sqlite3.Connection | None = None
         try:
-            con = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
+            con = sqlite3.connect(
+                path, check_same_thread=False, isolation_level=None, timeout=10.0
+            )
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")
             con.execute("PRAGMA temp_store=MEMORY")
@@ -147,16 +171,27 @@ class BaseStore:
                 )
             else:
                 meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-                missing = {"schema_version", "dimensions", "uuid", "generation"} - meta.keys()
+                missing = {
+                    "schema_version",
+                    "dimensions",
+                    "uuid",
+                    "generation",
+                } - meta.keys()
                 if missing:
-                    raise StoreError(f"Vector store file {path} is not a ktui store (meta lacks {sorted(missing)})")
+                    raise StoreError(
+                        f"Vector store file {path} is not a ktui store (meta lacks {sorted(missing)})"
+                    )
                 if int(meta["schema_version"]) > SCHEMA_VERSION:
-                    raise StoreError(f"Vector store file {path} was written by a newer ktui (schema {meta['schema_version']})")
+                    raise StoreError(
+                        f"Vector store file {path} was written by a newer ktui (schema {meta['schema_version']})"
+                    )
                 if int(meta["dimensions"]) != dimensions:
                     raise StoreError(
                         f"Vector store file {path} holds {meta['dimensions']}-dimension vectors, not {dimensions}"
                     )
-                con.execute("SELECT seq, id, item_id, chunk_index, text, metadata, vector FROM chunk LIMIT 0").fetchall()
+                con.execute(
+                    "SELECT seq, id, item_id, chunk_index, text, metadata, vector FROM chunk LIMIT 0"
+                ).fetchall()
                 con.execute("SELECT rowid FROM chunk_fts LIMIT 0").fetchall()
                 store_uuid = str(meta["uuid"])
         except StoreError:
@@ -170,18 +205,26 @@ class BaseStore:
                 con.close()
             if create:
                 _remove_quietly(path)
-                raise StoreError(f"Vector store file {path} could not be created: {exc}") from exc
-            raise StoreError(f"Vector store file {path} is corrupt or unreadable: {exc}") from exc
+                raise StoreError(
+                    f"Vector store file {path} could not be created: {exc}"
+                ) from exc
+            raise StoreError(
+                f"Vector store file {path} is corrupt or unreadable: {exc}"
+            ) from exc
         store = cls(path, dimensions, con, store_uuid, tuning)
         if create:
             try:
                 with store._lock:
-                    store._index = VectorIndex.build(store.files, dimensions, store_uuid, 0, tuning, [])
+                    store._index = VectorIndex.build(
+                        store.files, dimensions, store_uuid, 0, tuning, []
+                    )
                     store._matrix_source = "file"
             except OSError as exc:
                 store.close()
                 _remove_quietly(path)
-                raise StoreError(f"Vector store {path}: cannot write its matrix files: {exc}") from exc
+                raise StoreError(
+                    f"Vector store {path}: cannot write its matrix files: {exc}"
+                ) from exc
         return store
 
     def close(self) -> None:
@@ -199,7 +242,7 @@ class BaseStore:
                 pass
             self._con.close()
 
-    def __enter__(self) -> BaseStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -207,34 +250,59 @@ class BaseStore:
 
     # --------------------------------------------------------------- writes
 
-    def replace_item_chunks(self, item_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> list[str]:
+    def replace_item_chunks(
+        self, item_id: str, chunks: Sequence[Chunk], vectors: np.ndarray
+    ) -> list[str]:
         """Replace every chunk of ``item_id`` with ``chunks`` in ONE transaction; returns the new chunk ids.
 
         ``vectors`` must be ``(len(chunks), dimensions)``. On any failure the
         transaction is rolled back and the item's previous chunks stay intact.
         """
         chunks = list(chunks)
-        arr = self._check_vectors(vectors, len(chunks), what=f"vectors for item {item_id}")
+        arr = self._check_vectors(
+            vectors, len(chunks), what=f"vectors for item {item_id}"
+        )
         rows = []
         ids: list[str] = []
         for index, chunk in enumerate(chunks):
             text = getattr(chunk, "text", None)
             if not isinstance(text, str):
-                raise ValueError(f"chunk {index} of item {item_id} has no text")
+                raise TypeError(f"chunk {index} of item {item_id} has no text")
             chunk_id = uuid.uuid4().hex
             ids.append(chunk_id)
-            rows.append((chunk_id, item_id, index, text, _dump_metadata(getattr(chunk, "metadata", None)), arr[index].tobytes()))
+            rows.append(
+                (
+                    chunk_id,
+                    item_id,
+                    index,
+                    text,
+                    _dump_metadata(getattr(chunk, "metadata", None)),
+                    arr[index].tobytes(),
+                )
+            )
         with self._lock, self._sql(f"write chunks of item {item_id}"):
             index_ = self._ensure_index()
             con = self._con
             con.execute("BEGIN IMMEDIATE")
             try:
-                old = [r[0] for r in con.execute("SELECT seq FROM chunk WHERE item_id = ?", (item_id,))]
+                old = [
+                    r[0]
+                    for r in con.execute(
+                        "SELECT seq FROM chunk WHERE item_id = ?", (item_id,)
+                    )
+                ]
                 con.execute("DELETE FROM chunk WHERE item_id = ?", (item_id,))
                 con.executemany(
-                    "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector) VALUES (?, ?, ?, ?, ?, ?)", rows
+                    "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector) VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
                 )
-                new = [r[0] for r in con.execute("SELECT seq FROM chunk WHERE item_id = ? ORDER BY seq", (item_id,))]
+                new = [
+                    r[0]
+                    for r in con.execute(
+                        "SELECT seq FROM chunk WHERE item_id = ? ORDER BY seq",
+                        (item_id,),
+                    )
+                ]
                 generation = self._bump_generation()
                 con.execute("COMMIT")
             except BaseException:
@@ -256,7 +324,12 @@ class BaseStore:
                 old: list[int] = []
                 for part in _batches(wanted):
                     marks = ",".join("?" * len(part))
-                    old += [r[0] for r in con.execute(f"SELECT seq FROM chunk WHERE item_id IN ({marks})", part)]
+                    old += [
+                        r[0]
+                        for r in con.execute(
+                            f"SELECT seq FROM chunk WHERE item_id IN ({marks})", part
+                        )
+                    ]
                     con.execute(f"DELETE FROM chunk WHERE item_id IN ({marks})", part)
                 if not old:
                     con.execute("ROLLBACK")
@@ -266,7 +339,13 @@ class BaseStore:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
-            self._apply(index_, old, np.empty(0, np.int64), np.empty((0, self.dimensions), np.float32), generation)
+            self._apply(
+                index_,
+                old,
+                np.empty(0, np.int64),
+                np.empty((0, self.dimensions), np.float32),
+                generation,
+            )
             return len(old)
 
     def delete_chunk(self, chunk_id: str) -> ChunkRecord | None:
@@ -277,7 +356,8 @@ class BaseStore:
             con.execute("BEGIN IMMEDIATE")
             try:
                 row = con.execute(
-                    "SELECT seq, id, item_id, chunk_index, text, metadata FROM chunk WHERE id = ?", (chunk_id,)
+                    "SELECT seq, id, item_id, chunk_index, text, metadata FROM chunk WHERE id = ?",
+                    (chunk_id,),
                 ).fetchone()
                 if row is None:
                     con.execute("ROLLBACK")
@@ -288,7 +368,13 @@ class BaseStore:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
-            self._apply(index_, [row[0]], np.empty(0, np.int64), np.empty((0, self.dimensions), np.float32), generation)
+            self._apply(
+                index_,
+                [row[0]],
+                np.empty(0, np.int64),
+                np.empty((0, self.dimensions), np.float32),
+                generation,
+            )
             return _record(row[1:])
 
     # ---------------------------------------------------------------- reads
@@ -311,7 +397,8 @@ class BaseStore:
     def get_chunk(self, chunk_id: str) -> ChunkRecord | None:
         with self._lock, self._sql(f"read chunk {chunk_id}"):
             row = self._con.execute(
-                "SELECT id, item_id, chunk_index, text, metadata FROM chunk WHERE id = ?", (chunk_id,)
+                "SELECT id, item_id, chunk_index, text, metadata FROM chunk WHERE id = ?",
+                (chunk_id,),
             ).fetchone()
         return _record(row) if row else None
 
@@ -323,14 +410,17 @@ class BaseStore:
             for part in _batches(unique):
                 marks = ",".join("?" * len(part))
                 for row in self._con.execute(
-                    f"SELECT id, item_id, chunk_index, text, metadata FROM chunk WHERE id IN ({marks})", part
+                    f"SELECT id, item_id, chunk_index, text, metadata FROM chunk WHERE id IN ({marks})",
+                    part,
                 ):
                     found[row[0]] = _record(row)
         return [found[c] for c in chunk_ids if c in found]
 
     def item_ids(self) -> set[str]:
         with self._lock, self._sql("list item ids"):
-            return {r[0] for r in self._con.execute("SELECT DISTINCT item_id FROM chunk")}
+            return {
+                r[0] for r in self._con.execute("SELECT DISTINCT item_id FROM chunk")
+            }
 
     def count(self) -> int:
         with self._lock, self._sql("count chunks"):
@@ -340,16 +430,24 @@ class BaseStore:
 
     def search_vector(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Top-``k`` chunks by cosine similarity to ``query``, best first: ``(chunk_id, similarity)``."""
-        q = self._check_vectors(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, what="query vector")[0]
+        q = self._check_vectors(
+            np.asarray(query, dtype=np.float32).reshape(1, -1), 1, what="query vector"
+        )[0]
         if k <= 0:
             return []
         with self._lock, self._sql("load vectors"):
             snap = self._ensure_index().snapshot()
-        seqs, scores = search_snapshot(snap, normalise(q[None, :])[0], int(k), self.tuning)
+        seqs, scores = search_snapshot(
+            snap, normalise(q[None, :])[0], int(k), self.tuning
+        )
         if not len(seqs):
             return []
         ids = self._ids_for_seqs(seqs.tolist())
-        return [(ids[s], float(sc)) for s, sc in zip(seqs.tolist(), scores.tolist()) if s in ids]
+        return [
+            (ids[s], float(sc))
+            for s, sc in zip(seqs.tolist(), scores.tolist())
+            if s in ids
+        ]
 
     def search_bm25(self, query: str, k: int) -> list[tuple[str, float]]:
         """Top-``k`` chunks by FTS5 bm25, best first; score = -bm25 (higher is better).
@@ -372,12 +470,18 @@ class BaseStore:
                 if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                     log.warning("bm25 query %r rejected by FTS5: %s", expr, exc)
                     return []
-                raise StoreError(f"Vector store file {self.path}: full-text search failed: {exc}") from exc
+                raise StoreError(
+                    f"Vector store file {self.path}: full-text search failed: {exc}"
+                ) from exc
             except sqlite3.Error as exc:
-                raise StoreError(f"Vector store file {self.path}: full-text search failed: {exc}") from exc
+                raise StoreError(
+                    f"Vector store file {self.path}: full-text search failed: {exc}"
+                ) from exc
         return [(cid, -float(rank)) for cid, rank in rows]
 
-    def search_hybrid(self, query_vec: np.ndarray, query: str, k: int, alpha: float) -> list[tuple[str, float]]:
+    def search_hybrid(
+        self, query_vec: np.ndarray, query: str, k: int, alpha: float
+    ) -> list[tuple[str, float]]:
         """RRF (k=60) of the top ``k*5`` of each side; ``alpha`` weights vector, ``1-alpha`` bm25."""
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"hybrid alpha must be within 0..1, got {alpha!r}")
@@ -386,7 +490,9 @@ class BaseStore:
         candidates = int(k) * HYBRID_CANDIDATES_FACTOR
         vector = self.search_vector(query_vec, candidates)
         keyword = self.search_bm25(query, candidates)
-        return reciprocal_rank_fusion(vector, keyword, k=RRF_K, alpha=alpha, limit=int(k))
+        return reciprocal_rank_fusion(
+            vector, keyword, k=RRF_K, alpha=alpha, limit=int(k)
+        )
 
     # ----------------------------------------------------------- invariants
 
@@ -422,14 +528,22 @@ class BaseStore:
         with self._lock, self._sql("check invariants"):
             con = self._con
             try:
-                con.execute("INSERT INTO chunk_fts(chunk_fts) VALUES ('integrity-check')")
+                con.execute(
+                    "INSERT INTO chunk_fts(chunk_fts) VALUES ('integrity-check')"
+                )
             except sqlite3.DatabaseError as exc:
                 problems.append(f"FTS index fails its integrity check: {exc}")
             con.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_fts_docs USING fts5vocab(main, chunk_fts, instance)"
             )
-            fts_docs = {r[0] for r in con.execute("SELECT DISTINCT doc FROM temp.chunk_fts_docs")}
-            chunk_rows = {seq: (cid, text) for seq, cid, text in con.execute("SELECT seq, id, text FROM chunk")}
+            fts_docs = {
+                r[0]
+                for r in con.execute("SELECT DISTINCT doc FROM temp.chunk_fts_docs")
+            }
+            chunk_rows = {
+                seq: (cid, text)
+                for seq, cid, text in con.execute("SELECT seq, id, text FROM chunk")
+            }
             for doc in sorted(fts_docs - chunk_rows.keys()):
                 problems.append(f"FTS row {doc} has no chunk")
             for seq in sorted(chunk_rows.keys() - fts_docs):
@@ -439,9 +553,15 @@ class BaseStore:
             for item_id, chunk_index, n in con.execute(
                 "SELECT item_id, chunk_index, count(*) FROM chunk GROUP BY item_id, chunk_index HAVING count(*) > 1"
             ):
-                problems.append(f"chunk {chunk_index} of item {item_id} is stored {n} times")
-            for (cid,) in con.execute("SELECT id FROM chunk WHERE length(vector) != ?", (self.dimensions * 4,)):
-                problems.append(f"chunk {cid} has a vector that is not {self.dimensions} float32 values")
+                problems.append(
+                    f"chunk {chunk_index} of item {item_id} is stored {n} times"
+                )
+            for (cid,) in con.execute(
+                "SELECT id FROM chunk WHERE length(vector) != ?", (self.dimensions * 4,)
+            ):
+                problems.append(
+                    f"chunk {cid} has a vector that is not {self.dimensions} float32 values"
+                )
             try:
                 index_ = self._ensure_index()
             except StoreError as exc:
@@ -449,11 +569,18 @@ class BaseStore:
                 return problems
             generation = self._generation()
             if index_.generation != generation:
-                problems.append(f"matrix generation {index_.generation} != store generation {generation}")
+                problems.append(
+                    f"matrix generation {index_.generation} != store generation {generation}"
+                )
             live = set(index_.live_seqs().tolist())
             if live != chunk_rows.keys():
-                extra, missing = len(live - chunk_rows.keys()), len(chunk_rows.keys() - live)
-                problems.append(f"matrix out of step with rows: {extra} rows without chunk, {missing} chunks without row")
+                extra, missing = (
+                    len(live - chunk_rows.keys()),
+                    len(chunk_rows.keys() - live),
+                )
+                problems.append(
+                    f"matrix out of step with rows: {extra} rows without chunk, {missing} chunks without row"
+                )
             problems += self._check_matrix_rows(index_)
         return problems
 
@@ -470,9 +597,13 @@ class BaseStore:
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreError(f"Vector store file {self.path}: could not {action}: {exc}") from exc
+            raise StoreError(
+                f"Vector store file {self.path}: could not {action}: {exc}"
+            ) from exc
         except UnicodeEncodeError as exc:
-            raise StoreError(f"Vector store file {self.path}: could not {action}: text is not valid Unicode ({exc.reason})") from exc
+            raise StoreError(
+                f"Vector store file {self.path}: could not {action}: text is not valid Unicode ({exc.reason})"
+            ) from exc
 
     def _check_vectors(self, vectors: Any, n: int, *, what: str) -> np.ndarray:
         try:
@@ -482,7 +613,9 @@ class BaseStore:
         if n == 0 and arr.size == 0:
             return np.empty((0, self.dimensions), np.float32)
         if arr.ndim != 2 or arr.shape[0] != n:
-            raise VectorShapeError(f"{what}: expected {n} row(s) of {self.dimensions} values, got shape {arr.shape}")
+            raise VectorShapeError(
+                f"{what}: expected {n} row(s) of {self.dimensions} values, got shape {arr.shape}"
+            )
         if arr.shape[1] != self.dimensions:
             raise VectorShapeError(
                 f"{what}: vectors are {arr.shape[1]} wide but this base stores {self.dimensions}-dimension vectors"
@@ -492,11 +625,17 @@ class BaseStore:
         return np.ascontiguousarray(arr)
 
     def _bump_generation(self) -> int:
-        row = self._con.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation' RETURNING value").fetchone()
+        row = self._con.execute(
+            "UPDATE meta SET value = value + 1 WHERE key = 'generation' RETURNING value"
+        ).fetchone()
         return int(row[0])
 
     def _generation(self) -> int:
-        return int(self._con.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+        return int(
+            self._con.execute(
+                "SELECT value FROM meta WHERE key = 'generation'"
+            ).fetchone()[0]
+        )
 
     def _ensure_index(self) -> VectorIndex:
         """The loaded matrix; loads the persisted one or rebuilds it from the BLOBs. Lock held."""
@@ -509,27 +648,47 @@ class BaseStore:
             live=int(self._con.execute("SELECT count(*) FROM chunk").fetchone()[0]),
         )
         try:
-            self._index = VectorIndex.load(self.files, expected, self.tuning, self._fetch_raw)
+            self._index = VectorIndex.load(
+                self.files, expected, self.tuning, self._fetch_raw
+            )
             self._matrix_source, self._matrix_reason = "file", None
         except StaleMatrix as exc:
             log.info("rebuilding vector matrix of %s: %s", self.path.name, exc)
             try:
                 self._index = VectorIndex.build(
-                    self.files, self.dimensions, self._uuid, expected.generation, self.tuning, self._iter_blobs()
+                    self.files,
+                    self.dimensions,
+                    self._uuid,
+                    expected.generation,
+                    self.tuning,
+                    self._iter_blobs(),
                 )
             except OSError as os_exc:
-                raise StoreError(f"Vector store {self.path}: cannot write its matrix files: {os_exc}") from os_exc
+                raise StoreError(
+                    f"Vector store {self.path}: cannot write its matrix files: {os_exc}"
+                ) from os_exc
             self._matrix_source, self._matrix_reason = "rebuilt", str(exc)
         return self._index
 
-    def _apply(self, index_: VectorIndex, removed: Sequence[int], added: np.ndarray, vectors: np.ndarray, generation: int) -> None:
+    def _apply(
+        self,
+        index_: VectorIndex,
+        removed: Sequence[int],
+        added: np.ndarray,
+        vectors: np.ndarray,
+        generation: int,
+    ) -> None:
         """Bring the matrix in step with a committed write; on failure drop it so the next use rebuilds."""
         try:
             index_.remove(removed)
             index_.append(added, vectors)
             index_.commit(generation)
-        except Exception as exc:  # the rows are committed: never fail the write for derived data
-            log.warning("vector matrix of %s dropped after a failed update: %s", self.path.name, exc)
+        except Exception as exc:  # noqa: BLE001 - rows are committed; derived data must not fail the write
+            log.warning(
+                "vector matrix of %s dropped after a failed update: %s",
+                self.path.name,
+                exc,
+            )
             index_.close()
             self._index = None
             self._matrix_source, self._matrix_reason = None, f"update failed: {exc}"
@@ -545,7 +704,9 @@ class BaseStore:
                         f"{len(blob) if isinstance(blob, bytes) else 0} bytes, expected {width}"
                     )
             seqs = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-            vecs = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), self.dimensions)
+            vecs = np.frombuffer(
+                b"".join(r[2] for r in rows), dtype=np.float32
+            ).reshape(len(rows), self.dimensions)
             yield seqs, vecs
 
     def _fetch_raw(self, seqs: list[int]) -> dict[int, np.ndarray]:
@@ -553,7 +714,9 @@ class BaseStore:
         width = self.dimensions * 4
         for part in _batches(seqs):
             marks = ",".join("?" * len(part))
-            for seq, blob in self._con.execute(f"SELECT seq, vector FROM chunk WHERE seq IN ({marks})", part):
+            for seq, blob in self._con.execute(
+                f"SELECT seq, vector FROM chunk WHERE seq IN ({marks})", part
+            ):
                 if isinstance(blob, bytes) and len(blob) == width:
                     out[seq] = np.frombuffer(blob, dtype=np.float32)
         return out
@@ -563,7 +726,11 @@ class BaseStore:
         with self._lock, self._sql("resolve chunk ids"):
             for part in _batches(seqs):
                 marks = ",".join("?" * len(part))
-                out.update(self._con.execute(f"SELECT seq, id FROM chunk WHERE seq IN ({marks})", part).fetchall())
+                out.update(
+                    self._con.execute(
+                        f"SELECT seq, id FROM chunk WHERE seq IN ({marks})", part
+                    ).fetchall()
+                )
         return out
 
     def _check_matrix_rows(self, index_: VectorIndex) -> list[str]:
@@ -583,15 +750,25 @@ class BaseStore:
                 continue  # reported as out of step above
             expect = normalise(raw[seq][None, :])
             if not np.allclose(np.asarray(snap.f32[p]), expect[0], atol=1e-5):
-                problems.append(f"matrix float32 row of chunk seq {seq} differs from its BLOB")
+                problems.append(
+                    f"matrix float32 row of chunk seq {seq} differs from its BLOB"
+                )
             elif not np.array_equal(quantise(expect)[0][0], snap.i8[p]):
-                problems.append(f"matrix int8 row of chunk seq {seq} differs from its BLOB")
+                problems.append(
+                    f"matrix int8 row of chunk seq {seq} differs from its BLOB"
+                )
         return problems
 
 
 def _remove_quietly(path: Path) -> None:
     """Best-effort removal of a half-created store (the SQLite file and its side files)."""
-    for p in [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]:
+    for p in [
+        path,
+        *(
+            path.with_name(path.name + suffix)
+            for suffix in ("-wal", "-shm", "-journal")
+        ),
+    ]:
         try:
             p.unlink(missing_ok=True)
         except OSError:
@@ -615,7 +792,13 @@ def _record(row: Sequence[Any]) -> ChunkRecord:
         meta = json.loads(metadata) if metadata else {}
     except ValueError:
         meta = {}
-    return ChunkRecord(id=cid, item_id=item_id, chunk_index=int(chunk_index), text=text, metadata=meta if isinstance(meta, dict) else {})
+    return ChunkRecord(
+        id=cid,
+        item_id=item_id,
+        chunk_index=int(chunk_index),
+        text=text,
+        metadata=meta if isinstance(meta, dict) else {},
+    )
 
 
 def _batches(values: Sequence[Any], size: int = _BATCH) -> Iterator[list[Any]]:

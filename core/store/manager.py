@@ -61,7 +61,11 @@ class StoreManager:
         if not self.bases_dir.is_dir():
             return []
         # Base ids contain no dot, so "<id>." cannot prefix another base's files.
-        return sorted(p for p in self.bases_dir.glob(f"{base_id}.*") if p.name.startswith(path.stem + "."))
+        return sorted(
+            p
+            for p in self.bases_dir.glob(f"{base_id}.*")
+            if p.name.startswith(path.stem + ".")
+        )
 
     def destroy(self, base_id: str) -> list[str]:
         """Close the base's store and delete its files; returns the paths that could NOT be removed."""

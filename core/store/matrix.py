@@ -48,7 +48,19 @@ ROW_DTYPE = np.dtype([("seq", "<i8"), ("scale", "<f4"), ("flags", "<u4")])
 FLAG_DEAD = 1
 
 
-_STATE_FIELDS = ("_n", "_live", "_i8", "_scales", "_rows", "_dead", "_i8_crc", "_fds", "_map", "_mapped_rows", "generation")
+_STATE_FIELDS = (
+    "_n",
+    "_live",
+    "_i8",
+    "_scales",
+    "_rows",
+    "_dead",
+    "_i8_crc",
+    "_fds",
+    "_map",
+    "_mapped_rows",
+    "generation",
+)
 
 
 class StaleMatrix(Exception):
@@ -124,7 +136,9 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 def quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 with one scale per row: ``row ~= q * scale``."""
     rows = np.atleast_2d(rows)
-    maxabs = np.abs(rows).max(axis=1) if rows.shape[1] else np.zeros(len(rows), np.float32)
+    maxabs = (
+        np.abs(rows).max(axis=1) if rows.shape[1] else np.zeros(len(rows), np.float32)
+    )
     scales = (maxabs / 127.0).astype(np.float32)
     safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
     q = np.rint(rows / safe[:, None])
@@ -133,7 +147,12 @@ def quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _crc(buf: np.ndarray | bytes, start: int = 0) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(buf)).cast("B") if isinstance(buf, np.ndarray) else buf, start)
+    return zlib.crc32(
+        memoryview(np.ascontiguousarray(buf)).cast("B")
+        if isinstance(buf, np.ndarray)
+        else buf,
+        start,
+    )
 
 
 def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
@@ -181,7 +200,12 @@ class VectorIndex:
 
     def resident_bytes(self) -> int:
         """Bytes this index holds in RAM (int8 rows, scales, row table; capacity included)."""
-        return int(self._i8.nbytes + self._scales.nbytes + self._rows.nbytes + self._dead.nbytes)
+        return int(
+            self._i8.nbytes
+            + self._scales.nbytes
+            + self._rows.nbytes
+            + self._dead.nbytes
+        )
 
     def live_seqs(self) -> np.ndarray:
         rows = self._rows[: self._n]
@@ -217,24 +241,38 @@ class VectorIndex:
         (stored_crc,) = struct.unpack_from("<I", raw, _HEADER.size)
         if zlib.crc32(body) != stored_crc:
             raise StaleMatrix(f"{files.f32.name} header checksum mismatch")
-        magic, version, dims, n, live, generation, uuid_b, i8_crc, rows_crc = _HEADER.unpack(body)
+        magic, version, dims, n, live, generation, uuid_b, i8_crc, rows_crc = (
+            _HEADER.unpack(body)
+        )
         if magic != MAGIC or version != FORMAT_VERSION:
-            raise StaleMatrix(f"{files.f32.name} is not a version {FORMAT_VERSION} matrix file")
+            raise StaleMatrix(
+                f"{files.f32.name} is not a version {FORMAT_VERSION} matrix file"
+            )
         if dims != expected.dims:
-            raise StaleMatrix(f"matrix has {dims} dimensions, the store {expected.dims}")
+            raise StaleMatrix(
+                f"matrix has {dims} dimensions, the store {expected.dims}"
+            )
         if uuid_b.decode("ascii", "replace") != expected.store_uuid:
             raise StaleMatrix("matrix belongs to another store")
         if generation != expected.generation:
-            raise StaleMatrix(f"matrix generation {generation} != store generation {expected.generation}")
+            raise StaleMatrix(
+                f"matrix generation {generation} != store generation {expected.generation}"
+            )
         if live != expected.live:
             raise StaleMatrix(f"matrix has {live} live rows, the store {expected.live}")
         if live > n:
             raise StaleMatrix("matrix header is inconsistent")
         sizes = {p: (os.path.getsize(p) if p.exists() else -1) for p in files.all()}
-        need = {files.f32: HEADER_SIZE + n * dims * 4, files.i8: n * dims, files.rows: n * ROW_DTYPE.itemsize}
+        need = {
+            files.f32: HEADER_SIZE + n * dims * 4,
+            files.i8: n * dims,
+            files.rows: n * ROW_DTYPE.itemsize,
+        }
         for path, size in need.items():
             if sizes[path] < size:
-                raise StaleMatrix(f"{path.name} is truncated ({sizes[path]} < {size} bytes)")
+                raise StaleMatrix(
+                    f"{path.name} is truncated ({sizes[path]} < {size} bytes)"
+                )
 
         index = cls(files, dims, expected.store_uuid, tuning)
         capacity = n + max(64, n // 8)
@@ -256,7 +294,9 @@ class VectorIndex:
                 raise StaleMatrix(f"{files.rows.name} rows are out of order")
             dead = np.flatnonzero(rows["flags"] & FLAG_DEAD)
             if n - len(dead) != live:
-                raise StaleMatrix(f"{files.rows.name} tombstones disagree with the header")
+                raise StaleMatrix(
+                    f"{files.rows.name} tombstones disagree with the header"
+                )
             index._scales[:n] = rows["scale"]
             index._dead = dead.astype(np.int64)
         index._n, index._live = n, live
@@ -281,7 +321,10 @@ class VectorIndex:
         tmp = files.tmp()
         for p in tmp.all():
             p.unlink(missing_ok=True)
-        fds = {k: os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) for k, p in zip(("f32", "i8", "rows"), tmp.all())}
+        fds = {
+            k: os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            for k, p in zip(("f32", "i8", "rows"), tmp.all())
+        }
         try:
             os.ftruncate(fds["f32"], HEADER_SIZE)
             index._fds = fds
@@ -342,17 +385,24 @@ class VectorIndex:
         fd = self._fds["rows"]
         flag_offset = ROW_DTYPE.fields["flags"][1]
         for p in pos.tolist():
-            _pwrite_all(fd, flags[p : p + 1].tobytes(), p * ROW_DTYPE.itemsize + flag_offset)
-        self._dead = np.union1d(self._dead, pos.astype(np.int64))  # a new array: snapshots keep theirs
+            _pwrite_all(
+                fd, flags[p : p + 1].tobytes(), p * ROW_DTYPE.itemsize + flag_offset
+            )
+        self._dead = np.union1d(
+            self._dead, pos.astype(np.int64)
+        )  # a new array: snapshots keep theirs
         self._live -= len(pos)
-        return int(len(pos))
+        return len(pos)
 
     def commit(self, generation: int) -> None:
         """Record that the files now describe SQLite ``generation`` (compacting first if due)."""
         self.generation = generation
         if self.dead and (
             self._live == 0
-            or (self.dead >= self.tuning.compact_min_dead and self.dead > self.tuning.compact_ratio * self._n)
+            or (
+                self.dead >= self.tuning.compact_min_dead
+                and self.dead > self.tuning.compact_ratio * self._n
+            )
         ):
             self.compact()
             return
@@ -369,9 +419,21 @@ class VectorIndex:
             step = 8192
             for start in range(0, len(keep), step):
                 part = keep[start : start + step]
-                yield rows["seq"][start : start + step], np.asarray(f32[part]) if f32 is not None else np.empty((0, self.dims), np.float32)
+                yield (
+                    rows["seq"][start : start + step],
+                    np.asarray(f32[part])
+                    if f32 is not None
+                    else np.empty((0, self.dims), np.float32),
+                )
 
-        fresh = VectorIndex.build(self.files, self.dims, self.store_uuid, self.generation, self.tuning, batches())
+        fresh = VectorIndex.build(
+            self.files,
+            self.dims,
+            self.store_uuid,
+            self.generation,
+            self.tuning,
+            batches(),
+        )
         self._close_fds()
         for name in _STATE_FIELDS:
             setattr(self, name, getattr(fresh, name))
@@ -403,9 +465,15 @@ class VectorIndex:
         rows = np.zeros(m, ROW_DTYPE)
         rows["seq"], rows["scale"] = seqs, scales
         # Files first (positions are derived from n), then memory.
-        _pwrite_all(self._fds["f32"], memoryview(unit).cast("B"), HEADER_SIZE + n * self.dims * 4)
+        _pwrite_all(
+            self._fds["f32"],
+            memoryview(unit).cast("B"),
+            HEADER_SIZE + n * self.dims * 4,
+        )
         _pwrite_all(self._fds["i8"], memoryview(q).cast("B"), n * self.dims)
-        _pwrite_all(self._fds["rows"], memoryview(rows).cast("B"), n * ROW_DTYPE.itemsize)
+        _pwrite_all(
+            self._fds["rows"], memoryview(rows).cast("B"), n * ROW_DTYPE.itemsize
+        )
         self._i8[n : n + m] = q
         self._scales[n : n + m] = scales
         self._rows[n : n + m] = rows
@@ -443,13 +511,22 @@ class VectorIndex:
         if n == 0:
             return None
         if self._map is None or self._mapped_rows < n:
-            self._map = np.memmap(self.files.f32, dtype=np.float32, mode="r", offset=HEADER_SIZE, shape=(n, self.dims))
+            self._map = np.memmap(
+                self.files.f32,
+                dtype=np.float32,
+                mode="r",
+                offset=HEADER_SIZE,
+                shape=(n, self.dims),
+            )
             self._mapped_rows = n
         return self._map[:n]
 
     def _open_fds(self) -> None:
         self._close_fds()
-        self._fds = {k: os.open(p, os.O_RDWR) for k, p in zip(("f32", "i8", "rows"), self.files.all())}
+        self._fds = {
+            k: os.open(p, os.O_RDWR)
+            for k, p in zip(("f32", "i8", "rows"), self.files.all())
+        }
         self._map = None
         self._mapped_rows = 0
 
@@ -461,7 +538,9 @@ class VectorIndex:
                 pass
         self._fds = {}
 
-    def _verify_sample(self, fetch_raw: Callable[[list[int]], dict[int, np.ndarray]]) -> None:
+    def _verify_sample(
+        self, fetch_raw: Callable[[list[int]], dict[int, np.ndarray]]
+    ) -> None:
         """Spot-check a few float32 and int8 rows against SQLite (catches a swapped or zeroed file)."""
         live_pos = np.flatnonzero((self._rows["flags"][: self._n] & FLAG_DEAD) == 0)
         if not len(live_pos):
@@ -486,7 +565,9 @@ class VectorIndex:
                 raise StaleMatrix(f"{self.files.i8.name} row {p} differs from SQLite")
 
 
-def search_snapshot(snap: Snapshot, query_unit: np.ndarray, k: int, tuning: Tuning) -> tuple[np.ndarray, np.ndarray]:
+def search_snapshot(
+    snap: Snapshot, query_unit: np.ndarray, k: int, tuning: Tuning
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (seqs, cosine scores) best first. Runs without any lock."""
     n = len(snap.seq)
     if k <= 0 or snap.live == 0 or snap.f32 is None:
@@ -501,9 +582,19 @@ def search_snapshot(snap: Snapshot, query_unit: np.ndarray, k: int, tuning: Tuni
     else:
         qi, _ = quantise(q[None, :])
         if _simsimd is not None:
-            dots = np.asarray(_simsimd.cdist(qi, snap.i8, metric="dot", out_dtype="float32", threads=tuning.threads))[0]
+            dots = np.asarray(
+                _simsimd.cdist(
+                    qi,
+                    snap.i8,
+                    metric="dot",
+                    out_dtype="float32",
+                    threads=tuning.threads,
+                )
+            )[0]
         else:  # pragma: no cover
-            dots = (snap.i8.astype(np.int32) @ qi[0].astype(np.int32)).astype(np.float32)
+            dots = (snap.i8.astype(np.int32) @ qi[0].astype(np.int32)).astype(
+                np.float32
+            )
         approx = dots * snap.scales
         if len(snap.dead):
             approx[snap.dead] = -np.inf

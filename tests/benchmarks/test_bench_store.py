@@ -37,20 +37,43 @@ WORDS_PER_CHUNK = 60
 REPO = Path(__file__).resolve().parents[2]
 
 
-def clustered(rng: np.random.Generator, n: int, clusters: int = 1000, spread: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def clustered(
+    rng: np.random.Generator, n: int, clusters: int = 1000, spread: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Embedding-like data: points around 1,000 topic centres (cosine to centre ~0.7)."""
     centres = rng.standard_normal((clusters, D), dtype=np.float32)
     assign = rng.integers(0, clusters, n)
     data = centres[assign] + spread * rng.standard_normal((n, D), dtype=np.float32)
-    queries = centres[rng.integers(0, clusters, 200)] + spread * rng.standard_normal((200, D), dtype=np.float32)
+    queries = centres[rng.integers(0, clusters, 200)] + spread * rng.standard_normal(
+        (200, D), dtype=np.float32
+    )
     return data, queries
 
 
 def vocabulary(rng: np.random.Generator, size: int = 20000) -> list[str]:
-    syll = ["ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "po", "ga", "zu", "fe", "xi", "bo", "qua"]
+    syll = [
+        "ka",
+        "lo",
+        "mi",
+        "ru",
+        "te",
+        "sa",
+        "no",
+        "vi",
+        "de",
+        "po",
+        "ga",
+        "zu",
+        "fe",
+        "xi",
+        "bo",
+        "qua",
+    ]
     words: set[str] = set()
     while len(words) < size:
-        words.add("".join(syll[i] for i in rng.integers(0, len(syll), rng.integers(2, 5))))
+        words.add(
+            "".join(syll[i] for i in rng.integers(0, len(syll), rng.integers(2, 5)))
+        )
     return sorted(words)
 
 
@@ -98,7 +121,9 @@ def test_store_benchmark(tmp_path: Path) -> None:
     for item in range(ITEMS):
         lo, hi = item * per_item, (item + 1) * per_item
         chunk_ids += store.replace_item_chunks(
-            f"item-{item}", [Chunk(docs[i], {"n": i}) for i in range(lo, hi)], data[lo:hi]
+            f"item-{item}",
+            [Chunk(docs[i], {"n": i}) for i in range(lo, hi)],
+            data[lo:hi],
         )
     write_s = time.perf_counter() - t0
     pos_of = {cid: i for i, cid in enumerate(chunk_ids)}
@@ -106,26 +131,43 @@ def test_store_benchmark(tmp_path: Path) -> None:
     # A small write into the 100k base: must not rebuild the matrix.
     small = rng.standard_normal((5, D), dtype=np.float32)
     small_ms = median_ms(
-        lambda i: store.replace_item_chunks(f"small-{i % 3}", [Chunk(f"note {i} {j}") for j in range(5)], small), 15
+        lambda i: store.replace_item_chunks(
+            f"small-{i % 3}", [Chunk(f"note {i} {j}") for j in range(5)], small
+        ),
+        15,
     )
     store.delete_items([f"small-{i}" for i in range(3)])
 
     # --- SQL-scan baseline: ORDER BY cosine distance over every row, LIMIT 10.
     scan = sqlite3.connect(store.path, check_same_thread=False)
 
-    def cosine_distance(a: bytes, b: bytes) -> float:  # the fastest Python UDF we could write
-        return float(simsimd.cosine(np.frombuffer(a, np.float32), np.frombuffer(b, np.float32)))
+    def cosine_distance(
+        a: bytes, b: bytes
+    ) -> float:  # the fastest Python UDF we could write
+        return float(
+            simsimd.cosine(np.frombuffer(a, np.float32), np.frombuffer(b, np.float32))
+        )
 
     scan.create_function("cosine_distance", 2, cosine_distance, deterministic=True)
-    scan_sql = "SELECT id, cosine_distance(vector, ?) AS d FROM chunk ORDER BY d LIMIT 10"
-    scan_ms = median_ms(lambda i: scan.execute(scan_sql, (queries[i].tobytes(),)).fetchall(), 5)
-    scan_top = [r[0] for r in scan.execute(scan_sql, (queries[0].tobytes(),)).fetchall()]
+    scan_sql = (
+        "SELECT id, cosine_distance(vector, ?) AS d FROM chunk ORDER BY d LIMIT 10"
+    )
+    scan_ms = median_ms(
+        lambda i: scan.execute(scan_sql, (queries[i].tobytes(),)).fetchall(), 5
+    )
+    scan_top = [
+        r[0] for r in scan.execute(scan_sql, (queries[0].tobytes(),)).fetchall()
+    ]
     scan.close()
 
     # --- our search (default mode)
     store.search_vector(queries[0], K)  # load once (already in memory after the writes)
-    ours_ms = median_ms(lambda i: store.search_vector(queries[i % len(queries)], K), 100)
-    assert [c for c, _ in store.search_vector(queries[0], K)][:5] == scan_top[:5] or True
+    ours_ms = median_ms(
+        lambda i: store.search_vector(queries[i % len(queries)], K), 100
+    )
+    assert [c for c, _ in store.search_vector(queries[0], K)][:5] == scan_top[
+        :5
+    ] or True
 
     # --- recall@10 vs exact float32 (clustered, through the store)
     unit = normalise(data)
@@ -143,7 +185,10 @@ def test_store_benchmark(tmp_path: Path) -> None:
     mid = vocab[200:3000]
     hybrid_queries = [" ".join(rng.choice(mid, 3)) for _ in range(40)]
     bm25_ms = median_ms(lambda i: store.search_bm25(hybrid_queries[i % 40], K * 5), 40)
-    hybrid_ms = median_ms(lambda i: store.search_hybrid(queries[i % 200], hybrid_queries[i % 40], K, 0.5), 40)
+    hybrid_ms = median_ms(
+        lambda i: store.search_hybrid(queries[i % 200], hybrid_queries[i % 40], K, 0.5),
+        40,
+    )
 
     # --- cold open: fully closed store + fresh StoreManager, then first search
     manager.close_all()
@@ -171,7 +216,13 @@ def test_store_benchmark(tmp_path: Path) -> None:
                            "source": s.matrix_info().source}}))
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     proc = json.loads(out.stdout.strip().splitlines()[-1])
 
     # --- stale matrix: rebuild from the BLOBs (information only)
@@ -192,7 +243,15 @@ def test_store_benchmark(tmp_path: Path) -> None:
     ufiles = MatrixFiles.next_to(tmp_path / "uniform.sqlite")
     tuning = Tuning()
     uindex = VectorIndex.build(
-        ufiles, D, "u" * 32, 0, tuning, ((np.arange(s, min(s + 8192, N)) + 1, uni[s : s + 8192]) for s in range(0, N, 8192))
+        ufiles,
+        D,
+        "u" * 32,
+        0,
+        tuning,
+        (
+            (np.arange(s, min(s + 8192, N)) + 1, uni[s : s + 8192])
+            for s in range(0, N, 8192)
+        ),
     )
     snap = uindex.snapshot()
     uunit = normalise(uni)
@@ -205,27 +264,75 @@ def test_store_benchmark(tmp_path: Path) -> None:
     uhits_wide = 0
     for q in uq:
         seqs, _ = search_snapshot(snap, normalise(q[None, :])[0], K, uindex_wide)
-        uhits_wide += len(set(exact_top(uunit, q, K).tolist()) & set((seqs - 1).tolist()))
+        uhits_wide += len(
+            set(exact_top(uunit, q, K).tolist()) & set((seqs - 1).tolist())
+        )
     uindex.close()
 
     print()
     print(f"store benchmark: {N:,} chunks x {D} dims, one base, {os.cpu_count()} CPUs")
-    print(f"  (data generation {gen_s:.1f} s; writing {N:,} chunks through replace_item_chunks {write_s:.1f} s = {N / write_s:,.0f} chunks/s)")
-    line("SQL scan (ORDER BY UDF cosine, LIMIT 10) median", f"{scan_ms:.1f} ms", "baseline")
+    print(
+        f"  (data generation {gen_s:.1f} s; writing {N:,} chunks through replace_item_chunks {write_s:.1f} s = {N / write_s:,.0f} chunks/s)"
+    )
+    line(
+        "SQL scan (ORDER BY UDF cosine, LIMIT 10) median",
+        f"{scan_ms:.1f} ms",
+        "baseline",
+    )
     line("search_vector median", f"{ours_ms:.2f} ms", "")
     line("speed-up vs SQL scan", f"{scan_ms / ours_ms:.0f}x", ">= 25x")
     line("recall@10 vs exact float32 (clustered)", f"{recall_clustered:.4f}", ">= 0.99")
-    line("recall@10 vs exact float32 (uniform noise)", f"{recall_uniform:.4f}", "report (>= 0.99 on clustered)")
-    line("recall@10 uniform, rescore 512 candidates", f"{uhits_wide / (100 * K):.4f}", "report")
-    line("resident vector memory (int8 + scales + row table)", f"{info.resident_bytes / 2**20:.1f} MiB", "")
-    line("  vs raw float32 n*d*4", f"{info.resident_bytes / raw_bytes:.3f}x of {raw_bytes / 2**20:.0f} MiB", "<= 0.5x")
-    line("cold open + first search (fresh StoreManager)", f"{cold_ms:.0f} ms ({cold_source})", "<= 500 ms")
-    line("cold open + first search (new process, after imports)", f"{proc['open_search_ms']:.0f} ms ({proc['source']})", "<= 500 ms")
-    line("  new process: importing numpy + core.store", f"{proc['import_ms']:.0f} ms", "report")
+    line(
+        "recall@10 vs exact float32 (uniform noise)",
+        f"{recall_uniform:.4f}",
+        "report (>= 0.99 on clustered)",
+    )
+    line(
+        "recall@10 uniform, rescore 512 candidates",
+        f"{uhits_wide / (100 * K):.4f}",
+        "report",
+    )
+    line(
+        "resident vector memory (int8 + scales + row table)",
+        f"{info.resident_bytes / 2**20:.1f} MiB",
+        "",
+    )
+    line(
+        "  vs raw float32 n*d*4",
+        f"{info.resident_bytes / raw_bytes:.3f}x of {raw_bytes / 2**20:.0f} MiB",
+        "<= 0.5x",
+    )
+    line(
+        "cold open + first search (fresh StoreManager)",
+        f"{cold_ms:.0f} ms ({cold_source})",
+        "<= 500 ms",
+    )
+    line(
+        "cold open + first search (new process, after imports)",
+        f"{proc['open_search_ms']:.0f} ms ({proc['source']})",
+        "<= 500 ms",
+    )
+    line(
+        "  new process: importing numpy + core.store",
+        f"{proc['import_ms']:.0f} ms",
+        "report",
+    )
     line("bm25 search median (k*5 = 50)", f"{bm25_ms:.1f} ms", "report")
     line("search_hybrid median", f"{hybrid_ms:.1f} ms", "<= 50 ms")
-    line("small write (5 chunks) into the 100k base, median", f"{small_ms:.1f} ms", "no rebuild per write")
-    line("rebuild from BLOBs after a stale matrix + first search", f"{rebuild_ms:.0f} ms ({rebuilt_source})", "report")
+    line(
+        "small write (5 chunks) into the 100k base, median",
+        f"{small_ms:.1f} ms",
+        "no rebuild per write",
+    )
+    line(
+        "rebuild from BLOBs after a stale matrix + first search",
+        f"{rebuild_ms:.0f} ms ({rebuilt_source})",
+        "report",
+    )
 
-    assert cold_source == "file" and proc["source"] == "file" and rebuilt_source == "rebuilt"
+    assert (
+        cold_source == "file"
+        and proc["source"] == "file"
+        and rebuilt_source == "rebuilt"
+    )
     assert 0.0 <= recall_clustered <= 1.0

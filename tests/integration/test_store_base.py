@@ -36,7 +36,9 @@ def chunks(*texts: str) -> list[Chunk]:
 def fts_count(store: BaseStore, word: str) -> int:
     con = sqlite3.connect(store.path)
     try:
-        return con.execute("SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?", (f'"{word}"',)).fetchone()[0]
+        return con.execute(
+            "SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?", (f'"{word}"',)
+        ).fetchone()[0]
     finally:
         con.close()
 
@@ -46,21 +48,27 @@ def test_replace_returns_new_ids_and_records_round_trip(store: BaseStore) -> Non
     assert len(ids) == 2 and len(set(ids)) == 2
     recs = store.list_chunks(["item-a"])
     assert [r.id for r in recs] == ids
-    assert recs[0] == ChunkRecord(ids[0], "item-a", 0, "alpha one", {"source": "s", "n": 0})
+    assert recs[0] == ChunkRecord(
+        ids[0], "item-a", 0, "alpha one", {"source": "s", "n": 0}
+    )
     assert store.get_chunk(ids[1]).text == "alpha two"
     assert store.get_chunk("nope") is None
     assert store.count() == 2 and store.item_ids() == {"item-a"}
 
 
 def test_replace_drops_the_old_chunks_and_their_fts_rows(store: BaseStore) -> None:
-    old = store.replace_item_chunks("item-a", chunks("zebra stripes", "zebra herd"), vecs(2, 1))
+    old = store.replace_item_chunks(
+        "item-a", chunks("zebra stripes", "zebra herd"), vecs(2, 1)
+    )
     store.replace_item_chunks("item-b", chunks("zebra crossing"), vecs(1, 2))
     new = store.replace_item_chunks("item-a", chunks("lion pride"), vecs(1, 3))
     assert not set(old) & set(new)
     assert [r.text for r in store.list_chunks(["item-a"])] == ["lion pride"]
     assert store.fetch(old) == []
     assert fts_count(store, "zebra") == 1 and fts_count(store, "lion") == 1
-    assert [c for c, _ in store.search_bm25("zebra", 10)] == [store.list_chunks(["item-b"])[0].id]
+    assert [c for c, _ in store.search_bm25("zebra", 10)] == [
+        store.list_chunks(["item-b"])[0].id
+    ]
     assert store.check_invariants() == []
 
 
@@ -72,7 +80,9 @@ def test_replace_with_no_chunks_empties_the_item(store: BaseStore) -> None:
 
 
 def test_a_failure_mid_write_leaves_the_old_chunks_intact(store: BaseStore) -> None:
-    old = store.replace_item_chunks("item-a", chunks("kept text", "kept more"), vecs(2, 5))
+    old = store.replace_item_chunks(
+        "item-a", chunks("kept text", "kept more"), vecs(2, 5)
+    )
     before = store.search_vector(vecs(2, 5)[0], 2)
     # The third row cannot be encoded for SQLite: the delete and first inserts already ran.
     bad = chunks("new one", "new two", "broken \ud800 text")
@@ -87,14 +97,19 @@ def test_a_failure_mid_write_leaves_the_old_chunks_intact(store: BaseStore) -> N
 @pytest.mark.parametrize(
     "vectors, message",
     [
-        (np.zeros((2, D + 1), np.float32), f"17 wide but this base stores {D}-dimension"),
+        (
+            np.zeros((2, D + 1), np.float32),
+            f"17 wide but this base stores {D}-dimension",
+        ),
         (np.zeros((3, D), np.float32), "expected 2 row"),
         (np.zeros(D, np.float32), "expected 2 row"),
         (np.full((2, D), np.nan, np.float32), "NaN"),
         ([[1, 2], [3]], "not a numeric matrix"),
     ],
 )
-def test_vectors_of_the_wrong_shape_are_refused_before_writing(store: BaseStore, vectors, message: str) -> None:
+def test_vectors_of_the_wrong_shape_are_refused_before_writing(
+    store: BaseStore, vectors, message: str
+) -> None:
     store.replace_item_chunks("item-a", chunks("keep"), vecs(1))
     with pytest.raises(VectorShapeError, match=message) as info:
         store.replace_item_chunks("item-a", chunks("a", "b"), vectors)
@@ -124,7 +139,9 @@ def test_delete_items_and_delete_chunk(store: BaseStore) -> None:
     del a, c
 
 
-def test_list_chunks_follows_item_order_then_chunk_index_and_fetch_keeps_order(store: BaseStore) -> None:
+def test_list_chunks_follows_item_order_then_chunk_index_and_fetch_keeps_order(
+    store: BaseStore,
+) -> None:
     a = store.replace_item_chunks("a", chunks("a0", "a1", "a2"), vecs(3, 1))
     b = store.replace_item_chunks("b", chunks("b0", "b1"), vecs(2, 2))
     assert [r.id for r in store.list_chunks(["b", "a", "b"])] == b + a
@@ -151,7 +168,12 @@ def test_vector_search_is_exact_cosine_best_first(store: BaseStore) -> None:
 def test_bm25_ranks_better_matches_higher(store: BaseStore) -> None:
     ids = store.replace_item_chunks(
         "a",
-        chunks("the quick brown fox", "a fox and another fox and a fox den", "nothing relevant here", "brown bread"),
+        chunks(
+            "the quick brown fox",
+            "a fox and another fox and a fox den",
+            "nothing relevant here",
+            "brown bread",
+        ),
         vecs(4),
     )
     got = store.search_bm25("FOX?", 10)
@@ -161,20 +183,31 @@ def test_bm25_ranks_better_matches_higher(store: BaseStore) -> None:
     assert both[0] == ids[0] and set(both) == {ids[0], ids[1], ids[3]}
     assert store.search_bm25("fox", 1) == got[:1]
     assert store.search_bm25("   ", 5) == [] and store.search_bm25("fox", 0) == []
-    assert [c for c, _ in store.search_bm25("foxes", 10)] == [ids[1], ids[0]]  # porter stemming
+    assert [c for c, _ in store.search_bm25("foxes", 10)] == [
+        ids[1],
+        ids[0],
+    ]  # porter stemming
 
 
 @pytest.fixture(scope="module")
 def hostile_store(tmp_path_factory):
     s = BaseStore.open(tmp_path_factory.mktemp("hostile") / "h.sqlite", D, create=True)
-    s.replace_item_chunks("a", chunks('quote " and NEAR( stuff*', "AND OR NOT ^ - + : {col}", "日本語 テキスト"), vecs(3))
+    s.replace_item_chunks(
+        "a",
+        chunks(
+            'quote " and NEAR( stuff*', "AND OR NOT ^ - + : {col}", "日本語 テキスト"
+        ),
+        vecs(3),
+    )
     yield s
     s.close()
 
 
 @settings(max_examples=80)
 @given(query=st.text(max_size=300))
-def test_bm25_never_raises_on_hostile_text(hostile_store: BaseStore, query: str) -> None:
+def test_bm25_never_raises_on_hostile_text(
+    hostile_store: BaseStore, query: str
+) -> None:
     result = hostile_store.search_bm25(query, 5)
     assert isinstance(result, list) and len(result) <= 5
     assert all(isinstance(c, str) and s > 0 for c, s in result)
@@ -182,7 +215,22 @@ def test_bm25_never_raises_on_hostile_text(hostile_store: BaseStore, query: str)
 
 @pytest.mark.parametrize(
     "query",
-    ['"', '""', "'", "AND", "OR NOT", "NEAR(", "*", "^start", "col:val", "(((", "\x00", "\ud800x", "a" * 5000, "x" * 10 + ' "' * 400],
+    [
+        '"',
+        '""',
+        "'",
+        "AND",
+        "OR NOT",
+        "NEAR(",
+        "*",
+        "^start",
+        "col:val",
+        "(((",
+        "\x00",
+        "\ud800x",
+        "a" * 5000,
+        "x" * 10 + ' "' * 400,
+    ],
 )
 def test_bm25_operator_and_quote_soup(store: BaseStore, query: str) -> None:
     store.replace_item_chunks("a", chunks("near and or not xxxxxxxxxx x"), vecs(1))
@@ -192,7 +240,16 @@ def test_bm25_operator_and_quote_soup(store: BaseStore, query: str) -> None:
 def test_hybrid_fuses_both_rankings(store: BaseStore) -> None:
     data = vecs(6, 4)
     ids = store.replace_item_chunks(
-        "a", chunks("red apple", "green apple", "red car", "blue sky", "apple apple apple", "grey stone"), data
+        "a",
+        chunks(
+            "red apple",
+            "green apple",
+            "red car",
+            "blue sky",
+            "apple apple apple",
+            "grey stone",
+        ),
+        data,
     )
     q = data[3]  # vector side: "blue sky" first; keyword side: only apples
     vector = store.search_vector(q, 15)
@@ -205,7 +262,9 @@ def test_hybrid_fuses_both_rankings(store: BaseStore) -> None:
         expected[c] = expected.get(c, 0) + 0.5 / (60 + rank)
     for c, score in fused:
         assert score == pytest.approx(expected[c])
-    assert len(fused) == 3 and [s for _, s in fused] == sorted((s for _, s in fused), reverse=True)
+    assert len(fused) == 3 and [s for _, s in fused] == sorted(
+        (s for _, s in fused), reverse=True
+    )
     assert store.search_hybrid(q, "apple", 1, 1.0)[0][0] == ids[3]
     assert store.search_hybrid(q, "apple", 1, 0.0)[0][0] == keyword[0][0]
     with pytest.raises(ValueError, match="alpha"):
@@ -221,7 +280,12 @@ def test_closed_store_refuses_calls(store: BaseStore) -> None:
 
 def test_concurrent_searches_during_writes_stay_consistent(tmp_path: Path) -> None:
     # Small compaction thresholds so matrix files are swapped under the searchers' feet.
-    store = BaseStore.open(tmp_path / "c.sqlite", D, create=True, tuning=Tuning(exact_below=0, compact_min_dead=8))
+    store = BaseStore.open(
+        tmp_path / "c.sqlite",
+        D,
+        create=True,
+        tuning=Tuning(exact_below=0, compact_min_dead=8),
+    )
     errors: list[BaseException] = []
     stop = threading.Event()
     q = vecs(1, 99)[0]
@@ -239,7 +303,11 @@ def test_concurrent_searches_during_writes_stay_consistent(tmp_path: Path) -> No
     for t in threads:
         t.start()
     for i in range(150):
-        store.replace_item_chunks(f"i{i % 7}", chunks(*[f"word {i} {j}" for j in range(i % 5 + 1)]), vecs(i % 5 + 1, i))
+        store.replace_item_chunks(
+            f"i{i % 7}",
+            chunks(*[f"word {i} {j}" for j in range(i % 5 + 1)]),
+            vecs(i % 5 + 1, i),
+        )
         if i % 11 == 0:
             store.delete_items([f"i{(i + 3) % 7}"])
     stop.set()

@@ -23,7 +23,9 @@ def add(manager: StoreManager, base_id: str, text: str = "hello world") -> list[
 def test_create_get_and_cache(tmp_path: Path) -> None:
     manager = StoreManager(tmp_path)
     created = manager.create("base-1", D)
-    assert created.path == tmp_path / "bases" / "base-1.sqlite" and created.path.is_file()
+    assert (
+        created.path == tmp_path / "bases" / "base-1.sqlite" and created.path.is_file()
+    )
     assert manager.get("base-1", D) is created
     with pytest.raises(StoreError, match="already exists"):
         manager.create("base-1", D)
@@ -57,10 +59,16 @@ def test_base_ids_that_could_escape_are_refused(tmp_path: Path, bad: str) -> Non
 
 @pytest.mark.parametrize(
     "garbage",
-    [b"this is not a database at all" * 100, b"", b"SQLite format 3\x00" + b"\xff" * 4000],
+    [
+        b"this is not a database at all" * 100,
+        b"",
+        b"SQLite format 3\x00" + b"\xff" * 4000,
+    ],
     ids=["text", "empty", "bad-header"],
 )
-def test_corrupt_sqlite_file_names_the_file_and_spares_other_bases(tmp_path: Path, garbage: bytes) -> None:
+def test_corrupt_sqlite_file_names_the_file_and_spares_other_bases(
+    tmp_path: Path, garbage: bytes
+) -> None:
     manager = StoreManager(tmp_path)
     manager.create("good", D)
     manager.create("bad", D)
@@ -107,7 +115,9 @@ def test_destroy_closes_and_removes_every_file_of_the_base_only(tmp_path: Path) 
     assert manager.files_of("one") == [] and "one" not in manager
     with pytest.raises(StoreError, match="closed"):
         store.count()
-    assert manager.get("one_two", D).count() == 1  # a base whose id extends the other's is untouched
+    assert (
+        manager.get("one_two", D).count() == 1
+    )  # a base whose id extends the other's is untouched
     assert manager.destroy("one") == []  # idempotent
     with pytest.raises(StoreError, match="missing"):
         manager.get("one", D)
@@ -127,7 +137,10 @@ def test_destroy_reports_files_it_could_not_remove(tmp_path: Path) -> None:
     assert not (tmp_path / "bases" / "b.sqlite").exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions (the test above covers root)")
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root ignores directory permissions (the test above covers root)",
+)
 def test_destroy_in_a_read_only_directory_returns_leftovers(tmp_path: Path) -> None:
     manager = StoreManager(tmp_path)
     manager.create("b", D)

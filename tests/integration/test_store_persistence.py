@@ -32,14 +32,18 @@ def populate(path: Path, tuning: Tuning | None = None) -> tuple[np.ndarray, list
     ids: list[str] = []
     for item in range(6):
         part = data[item * 100 : (item + 1) * 100]
-        ids += store.replace_item_chunks(f"item-{item}", [Chunk(f"text {item} {i}") for i in range(100)], part)
+        ids += store.replace_item_chunks(
+            f"item-{item}", [Chunk(f"text {item} {i}") for i in range(100)], part
+        )
     store.delete_items(["item-2"])
     store.close()
     keep = [i for i in range(600) if not 200 <= i < 300]
     return data[keep], [ids[i] for i in keep]
 
 
-def assert_matches_brute_force(store: BaseStore, data: np.ndarray, ids: list[str]) -> None:
+def assert_matches_brute_force(
+    store: BaseStore, data: np.ndarray, ids: list[str]
+) -> None:
     unit = data / np.linalg.norm(data, axis=1, keepdims=True)
     for q in vecs(5, 77):
         sims = unit @ (q / np.linalg.norm(q))
@@ -66,20 +70,32 @@ def test_reopen_reuses_the_persisted_matrix(tmp_path: Path) -> None:
     [
         (lambda f, p: _flip(f.f32, 12), "header checksum"),
         (lambda f, p: f.i8.write_bytes(f.i8.read_bytes()[: D * 10]), "truncated"),
-        (lambda f, p: f.f32.write_bytes(f.f32.read_bytes()[:-D * 4]), "truncated"),
+        (lambda f, p: f.f32.write_bytes(f.f32.read_bytes()[: -D * 4]), "truncated"),
         (lambda f, p: _flip(f.i8, D * 7), "checksum"),
         (lambda f, p: _flip(f.rows, 16 * 3 + 13), "checksum"),
         (lambda f, p: [x.unlink() for x in f.all()], "missing"),
         (lambda f, p: _commit_behind_the_matrix(p), "generation"),
     ],
-    ids=["header", "i8-truncated", "f32-truncated", "i8-corrupt", "rows-corrupt", "deleted", "stale-generation"],
+    ids=[
+        "header",
+        "i8-truncated",
+        "f32-truncated",
+        "i8-corrupt",
+        "rows-corrupt",
+        "deleted",
+        "stale-generation",
+    ],
 )
-def test_stale_or_damaged_matrix_is_rebuilt_from_the_blobs(tmp_path: Path, damage, reason: str) -> None:
+def test_stale_or_damaged_matrix_is_rebuilt_from_the_blobs(
+    tmp_path: Path, damage, reason: str
+) -> None:
     path = tmp_path / "b.sqlite"
     data, ids = populate(path)
     damage(MatrixFiles.next_to(path), path)
     store = BaseStore.open(path, D)
-    if reason == "generation":  # a chunk committed while the matrix was not updated (a crash in between)
+    if (
+        reason == "generation"
+    ):  # a chunk committed while the matrix was not updated (a crash in between)
         data = np.vstack([data, vecs(1, 500)])
         ids = ids + ["late"]
     assert_matches_brute_force(store, data, ids)
@@ -96,20 +112,30 @@ def test_stale_or_damaged_matrix_is_rebuilt_from_the_blobs(tmp_path: Path, damag
 def test_matrix_from_another_base_is_not_trusted(tmp_path: Path) -> None:
     populate(tmp_path / "a.sqlite")
     populate(tmp_path / "b.sqlite")
-    a, b = MatrixFiles.next_to(tmp_path / "a.sqlite"), MatrixFiles.next_to(tmp_path / "b.sqlite")
+    a, b = (
+        MatrixFiles.next_to(tmp_path / "a.sqlite"),
+        MatrixFiles.next_to(tmp_path / "b.sqlite"),
+    )
     for src, dst in zip(a.all(), b.all()):
         dst.write_bytes(src.read_bytes())
     store = BaseStore.open(tmp_path / "b.sqlite", D)
     store.load_matrix()
-    assert store.matrix_info().source == "rebuilt" and "another store" in store.matrix_info().reason
+    assert (
+        store.matrix_info().source == "rebuilt"
+        and "another store" in store.matrix_info().reason
+    )
     store.close()
 
 
 def test_compaction_is_persisted_and_reused(tmp_path: Path) -> None:
     path = tmp_path / "b.sqlite"
-    data, ids = populate(path, Tuning(compact_min_dead=50, compact_ratio=0.1))  # the item-2 delete compacts
+    data, ids = populate(
+        path, Tuning(compact_min_dead=50, compact_ratio=0.1)
+    )  # the item-2 delete compacts
     assert os.path.getsize(MatrixFiles.next_to(path).i8) == 500 * D
-    store = BaseStore.open(path, D, tuning=Tuning(compact_min_dead=50, compact_ratio=0.1))
+    store = BaseStore.open(
+        path, D, tuning=Tuning(compact_min_dead=50, compact_ratio=0.1)
+    )
     assert_matches_brute_force(store, data, ids)
     assert store.matrix_info().source == "file" and store.matrix_info().rows == 500
     store.close()
@@ -160,14 +186,24 @@ def test_sigkill_mid_write_then_reopen_is_consistent(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     for round_ in range(4):
         proc = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(path), str(D), "1" if round_ == 0 else "0", str(round_)],
+            [
+                sys.executable,
+                "-c",
+                _WRITER,
+                str(path),
+                str(D),
+                "1" if round_ == 0 else "0",
+                str(round_),
+            ],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+        assert proc.stdout.readline().strip() == "ready", (
+            proc.stderr.read() if proc.stderr else ""
+        )
         time.sleep(float(rng.uniform(0.0, 0.3)))
         proc.send_signal(signal.SIGKILL)
         proc.wait()

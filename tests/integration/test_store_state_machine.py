@@ -9,7 +9,13 @@ from pathlib import Path
 import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from core.models import Chunk
 from core.store import BaseStore, Tuning
@@ -45,7 +51,9 @@ class StoreVsModel(RuleBasedStateMachine):
     @precondition(lambda self: any(self.model.values()))
     @rule(pick=st.integers(0, 10**6))
     def delete_chunk(self, pick: int) -> None:
-        flat = [(item, i) for item, rows in self.model.items() for i in range(len(rows))]
+        flat = [
+            (item, i) for item, rows in self.model.items() for i in range(len(rows))
+        ]
         item, i = flat[pick % len(flat)]
         chunk_id = self.model[item].pop(i)[0]
         if not self.model[item]:
@@ -67,7 +75,9 @@ class StoreVsModel(RuleBasedStateMachine):
             assert got == []
             return
         unit = np.stack([v / np.linalg.norm(v) for _, v in rows])
-        sims = dict(zip((c for c, _ in rows), (unit @ (q / np.linalg.norm(q))).tolist()))
+        sims = dict(
+            zip((c for c, _ in rows), (unit @ (q / np.linalg.norm(q))).tolist())
+        )
         expect = sorted(sims.values(), reverse=True)[:k]
         assert len(got) == len(expect)
         assert np.allclose([s for _, s in got], expect, atol=1e-5)
@@ -85,7 +95,9 @@ class StoreVsModel(RuleBasedStateMachine):
     def store_invariants_hold(self) -> None:
         assert self.store.check_invariants() == []
         for item, entries in self.model.items():
-            assert [r.id for r in self.store.list_chunks([item])] == [c for c, _, _ in entries]
+            assert [r.id for r in self.store.list_chunks([item])] == [
+                c for c, _, _ in entries
+            ]
 
     def teardown(self) -> None:
         if hasattr(self, "store"):
@@ -95,4 +107,6 @@ class StoreVsModel(RuleBasedStateMachine):
 
 
 TestStoreStateMachine = StoreVsModel.TestCase
-TestStoreStateMachine.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+TestStoreStateMachine.settings = settings(
+    max_examples=40, stateful_step_count=30, deadline=None
+)

@@ -12,7 +12,10 @@ from core.store.fts import FTS_TOKENIZER, MAX_TERMS
 
 
 def test_terms_are_quoted_lowercased_deduplicated_and_ored() -> None:
-    assert fts_match_expression('Hello "world" hello AND NEAR(x*)') == '"hello" OR "world" OR "and" OR "near" OR "x"'
+    assert (
+        fts_match_expression('Hello "world" hello AND NEAR(x*)')
+        == '"hello" OR "world" OR "and" OR "near" OR "x"'
+    )
 
 
 def test_text_without_letters_or_digits_has_no_query() -> None:
@@ -36,4 +39,6 @@ def test_any_text_yields_an_expression_fts5_accepts(text: str) -> None:
     con.execute("INSERT INTO f VALUES ('some words here')")
     expr = fts_match_expression(text)
     if expr is not None:
-        con.execute("SELECT rowid, rank FROM f WHERE f MATCH ? ORDER BY rank", (expr,)).fetchall()
+        con.execute(
+            "SELECT rowid, rank FROM f WHERE f MATCH ? ORDER BY rank", (expr,)
+        ).fetchall()

@@ -14,7 +14,11 @@ def ranked(*ids: str) -> list[tuple[str, float]]:
 
 
 def test_scores_follow_the_rrf_formula() -> None:
-    out = dict(reciprocal_rank_fusion(ranked("a", "b", "c"), ranked("c", "a"), k=60, alpha=0.5, limit=10))
+    out = dict(
+        reciprocal_rank_fusion(
+            ranked("a", "b", "c"), ranked("c", "a"), k=60, alpha=0.5, limit=10
+        )
+    )
     assert out["a"] == pytest.approx(0.5 / 61 + 0.5 / 62)
     assert out["b"] == pytest.approx(0.5 / 62)
     assert out["c"] == pytest.approx(0.5 / 63 + 0.5 / 61)
@@ -49,7 +53,10 @@ def test_limit_duplicates_and_empty_inputs() -> None:
     out = reciprocal_rank_fusion(ranked("a", "a", "b"), [], alpha=1.0, limit=5)
     assert [d for d, _ in out] == ["a", "b"]
     assert dict(out)["b"] == pytest.approx(1 / 63)  # duplicates keep their rank slot
-    assert len(reciprocal_rank_fusion(ranked(*"abcdefgh"), ranked(*"hgfedcba"), limit=3)) == 3
+    assert (
+        len(reciprocal_rank_fusion(ranked(*"abcdefgh"), ranked(*"hgfedcba"), limit=3))
+        == 3
+    )
 
 
 @pytest.mark.parametrize("alpha", [-0.1, 1.5])
@@ -62,7 +69,9 @@ ids = st.lists(st.sampled_from("abcdefghijklmnop"), max_size=12)
 
 
 @given(ids, ids, st.floats(0, 1), st.integers(1, 20))
-def test_fused_ranking_is_sorted_bounded_and_from_the_inputs(v: list[str], w: list[str], alpha: float, limit: int) -> None:
+def test_fused_ranking_is_sorted_bounded_and_from_the_inputs(
+    v: list[str], w: list[str], alpha: float, limit: int
+) -> None:
     out = reciprocal_rank_fusion(ranked(*v), ranked(*w), alpha=alpha, limit=limit)
     scores = [s for _, s in out]
     assert scores == sorted(scores, reverse=True)

@@ -25,10 +25,14 @@ def brute(vectors: np.ndarray, q: np.ndarray, k: int) -> np.ndarray:
     return np.sort(normalise(vectors) @ normalise(q[None, :])[0])[::-1][:k]
 
 
-def build(tmp_path: Path, vectors: np.ndarray, tuning: Tuning, generation: int = 0) -> VectorIndex:
+def build(
+    tmp_path: Path, vectors: np.ndarray, tuning: Tuning, generation: int = 0
+) -> VectorIndex:
     files = MatrixFiles.next_to(tmp_path / "m.sqlite")
     seqs = np.arange(1, len(vectors) + 1)
-    return VectorIndex.build(files, vectors.shape[1], "a" * 32, generation, tuning, [(seqs, vectors)])
+    return VectorIndex.build(
+        files, vectors.shape[1], "a" * 32, generation, tuning, [(seqs, vectors)]
+    )
 
 
 def test_quantise_round_trip_is_within_half_a_step() -> None:
@@ -44,10 +48,14 @@ def test_zero_vector_normalises_to_zero() -> None:
     assert not normalise(np.zeros((2, D))).any()
 
 
-def test_int8_candidates_with_float32_rescoring_match_brute_force(tmp_path: Path) -> None:
+def test_int8_candidates_with_float32_rescoring_match_brute_force(
+    tmp_path: Path,
+) -> None:
     rng = np.random.default_rng(7)
     centres = rng.standard_normal((40, D))
-    data = (centres[rng.integers(0, 40, 5000)] + 0.6 * rng.standard_normal((5000, D))).astype(np.float32)
+    data = (
+        centres[rng.integers(0, 40, 5000)] + 0.6 * rng.standard_normal((5000, D))
+    ).astype(np.float32)
     tuning = Tuning(exact_below=0, rescore=64)
     index = build(tmp_path, data, tuning)
     snap = index.snapshot()
@@ -58,12 +66,16 @@ def test_int8_candidates_with_float32_rescoring_match_brute_force(tmp_path: Path
         hits += len(set((seqs - 1).tolist()) & set(truth.tolist()))
         # returned scores are exact float32 cosines, best first
         assert np.all(np.diff(scores) <= 0)
-        assert np.allclose(scores, normalise(data[seqs - 1]) @ normalise(q[None, :])[0], atol=1e-5)
+        assert np.allclose(
+            scores, normalise(data[seqs - 1]) @ normalise(q[None, :])[0], atol=1e-5
+        )
     assert hits / 500 >= 0.99
     index.close()
 
 
-def test_tombstones_are_never_returned_and_compaction_keeps_results(tmp_path: Path) -> None:
+def test_tombstones_are_never_returned_and_compaction_keeps_results(
+    tmp_path: Path,
+) -> None:
     rng = np.random.default_rng(3)
     data = rng.standard_normal((400, D)).astype(np.float32)
     tuning = Tuning(exact_below=0, compact_min_dead=50, compact_ratio=0.25)
@@ -72,7 +84,9 @@ def test_tombstones_are_never_returned_and_compaction_keeps_results(tmp_path: Pa
     assert index.remove([11, 12, 13, 9999]) == 3  # seq 11 is row 10 (the query itself)
     index.commit(1)
     assert (index.rows, index.live) == (400, 397)
-    seqs, scores = search_snapshot(index.snapshot(), normalise(q[None, :])[0], 5, tuning)
+    seqs, scores = search_snapshot(
+        index.snapshot(), normalise(q[None, :])[0], 5, tuning
+    )
     assert 11 not in seqs.tolist()
     before = (seqs.tolist(), scores.tolist())
     index.remove(range(100, 220))
@@ -83,7 +97,11 @@ def test_tombstones_are_never_returned_and_compaction_keeps_results(tmp_path: Pa
     seqs2, _ = search_snapshot(index.snapshot(), normalise(q[None, :])[0], 5, tuning)
     assert all(s in alive for s in seqs2.tolist())
     expect = brute(data[np.array(alive) - 1], q, 5)
-    assert np.allclose(search_snapshot(index.snapshot(), normalise(q[None, :])[0], 5, tuning)[1], expect, atol=1e-5)
+    assert np.allclose(
+        search_snapshot(index.snapshot(), normalise(q[None, :])[0], 5, tuning)[1],
+        expect,
+        atol=1e-5,
+    )
     assert before[0][0] in alive
     index.close()
 
@@ -94,7 +112,10 @@ def test_removing_every_row_empties_the_matrix(tmp_path: Path) -> None:
     index.remove(range(1, 21))
     index.commit(1)
     assert (index.rows, index.live) == (0, 0)
-    assert search_snapshot(index.snapshot(), normalise(data[:1])[0], 3, Tuning())[0].size == 0
+    assert (
+        search_snapshot(index.snapshot(), normalise(data[:1])[0], 3, Tuning())[0].size
+        == 0
+    )
     index.append(np.array([30]), data[:1])
     index.commit(2)
     assert index.live_seqs().tolist() == [30]
@@ -113,7 +134,9 @@ def _fetch(data: np.ndarray):
     return lambda seqs: {s: data[s - 1] for s in seqs if 1 <= s <= len(data)}
 
 
-def test_load_accepts_its_own_files_and_rejects_a_changed_expectation(tmp_path: Path) -> None:
+def test_load_accepts_its_own_files_and_rejects_a_changed_expectation(
+    tmp_path: Path,
+) -> None:
     data = np.random.default_rng(2).standard_normal((300, D)).astype(np.float32)
     tuning = Tuning()
     built = build(tmp_path, data, tuning, generation=5)
