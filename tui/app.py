@@ -1,0 +1,581 @@
+"""ktui's Textual application: bases, item tree and search panes over KnowledgeService.
+
+Architecture (after harlequin, posting and toolong):
+
+* The app talks to core only through `KnowledgeService` (plus core.models,
+  core.errors, core.engine). Every service call runs in a worker; workers only
+  post messages (tui.messages); handlers on the message loop own widget state.
+* One worker reads `ks.subscribe()`: it takes whatever the subscription has
+  coalesced (latest state per item wins), posts it as ONE `ServiceEvents`
+  message and sleeps 1/15 s, so the screen is updated at most ~15 times a
+  second however fast the runtime works, and each update is a single
+  `batch_update()`.
+* Every action has a binding id (tui.keymap) — footer, help screen, command
+  palette and the user's `[keymap]` all come from that one table.
+* A `KnowledgeError` from the service becomes a toast and a notice on the base
+  or item it concerns; it never takes the app down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Footer, Input, Label, OptionList
+
+from core.config import Settings
+from core.errors import KnowledgeError
+from core.models import (
+    BaseChanged,
+    BaseRemoved,
+    ItemChanged,
+    ItemInput,
+    ItemsAdded,
+    ItemsRemoved,
+    KnowledgeBase,
+    QueueStats,
+)
+from core.service import KnowledgeService
+from tui.keymap import APP_ACTIONS, bindings, display_key, key_of, unknown_ids
+from tui.messages import BasesLoaded, SearchFinished, ServiceEvents, ServiceFailed
+from tui.screens.add_items import AddItemsScreen
+from tui.screens.base_form import BaseFormScreen
+from tui.screens.chunks import ChunkBrowserScreen, ChunkContextScreen
+from tui.screens.common import error_text
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.help import HelpScreen
+from tui.screens.restore import RestoreScreen
+from tui.screens.similar import SimilarScreen
+from tui.widgets.bases_pane import BasesPane
+from tui.widgets.item_tree import ItemTree
+from tui.widgets.search_pane import ResultList, SearchPane, short_source
+from tui.widgets.status_line import StatusLine
+
+REFRESH_HZ = 15
+DEMO_BASE_NAME = "ktui demo"
+DEMO_GROUP = "Demo"
+DEMO_MODEL = "builtin::wordllama"
+
+
+def demo_corpus_dir() -> Path:
+    """assets/demo next to the package (a source checkout or an editable install)."""
+    return Path(__file__).resolve().parent.parent / "assets" / "demo"
+
+
+@dataclass
+class CallDone(Message):
+    """A service call finished; `then` runs on the message loop with its value."""
+
+    then: Callable[[Any], None] | None
+    value: Any
+
+
+class KtuiCommands(Provider):
+    """Command palette: every action of tui.keymap that makes sense right now.
+
+    Context-aware: an action whose `check_action` says "not now" (no base
+    selected, no item under the cursor, a failed base) is not offered.
+    """
+
+    def _available(self):
+        app = self.app
+        keymap = getattr(app, "keymap_overrides", {})
+        for action in APP_ACTIONS:
+            if not action.palette:
+                continue
+            if app.check_action(action.action, ()) is not True:
+                continue
+            yield action, f"{action.help}  [{display_key(key_of(action, keymap))}]"
+
+    async def discover(self) -> Hits:
+        for action, help_text in self._available():
+            yield DiscoveryHit(action.description, partial(self.app.run_action, action.action), help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for action, help_text in self._available():
+            score = max(matcher.match(action.description), matcher.match(action.help))
+            if score > 0:
+                yield Hit(score, matcher.highlight(action.description),
+                          partial(self.app.run_action, action.action), help=help_text)
+
+
+class KtuiApp(App[int]):
+    TITLE = "ktui"
+    CSS_PATH = "ktui.tcss"
+    BINDINGS = bindings()
+    COMMANDS = App.COMMANDS | {KtuiCommands}
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        service: KnowledgeService | None = None,
+        demo: bool = False,
+        start_dir: Path | None = None,
+        refresh_hz: float = REFRESH_HZ,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self._service = service
+        self._owns_service = service is None
+        self.demo = demo
+        self.start_dir = start_dir or Path.cwd()
+        self.refresh_interval = 1.0 / refresh_hz
+        self.keymap_overrides: dict[str, str] = dict(settings.keymap)
+        self.batches_applied = 0  # for tests and the benchmark: how many batched updates ran
+        self._search_serial = 0
+        self._select_after_load: str | None = None
+        self._bases_dirty = False
+        self._bases_loading = False
+        self._subscription = None
+
+    # --- service ------------------------------------------------------------
+
+    @property
+    def ks(self) -> KnowledgeService:
+        if self._service is None:
+            raise RuntimeError("the knowledge service is not open yet")
+        return self._service
+
+    @property
+    def ready(self) -> bool:
+        return self._service is not None
+
+    # --- layout ---------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="panes"):
+            with Vertical(id="bases-box", classes="pane"):
+                yield Label("Bases", classes="pane-title")
+                yield BasesPane(id="bases")
+            with Vertical(id="items-box", classes="pane"):
+                yield Label("Items", classes="pane-title", id="items-title")
+                yield ItemTree(id="items")
+            with Vertical(id="search-box", classes="pane"):
+                yield Label("Search", classes="pane-title")
+                yield SearchPane(id="search")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    @property
+    def bases_pane(self) -> BasesPane:
+        return self.query_one(BasesPane)
+
+    @property
+    def tree(self) -> ItemTree:
+        return self.query_one(ItemTree)
+
+    @property
+    def search_pane(self) -> SearchPane:
+        return self.query_one(SearchPane)
+
+    async def on_mount(self) -> None:
+        if self.settings.theme:
+            if self.settings.theme in self.available_themes:
+                self.theme = self.settings.theme
+            else:
+                self.notify(f"Unknown theme '{self.settings.theme}' in the settings file", severity="warning")
+        if self.keymap_overrides:
+            self.set_keymap(self.keymap_overrides)
+            unknown = unknown_ids(self.keymap_overrides)
+            if unknown:
+                self.notify("Unknown binding id(s) in [keymap]: " + ", ".join(unknown), severity="warning")
+        if self._service is None:
+            try:
+                self._service = await KnowledgeService.open(settings=self.settings)
+            except KnowledgeError as exc:
+                self.exit(1, return_code=1, message=f"ktui: {exc}")
+                return
+        self.sub_title = str(self.settings.data_dir) if self._owns_service else ""
+        self._subscription = self.ks.subscribe()
+        self.run_worker(self._pump_events(), name="events", group="events", exit_on_error=False)
+        self.query_one(StatusLine).update_stats(self.ks.queue_stats())
+        self.bases_pane.focus()
+        if self.demo:
+            self.call_service("Preparing the demo", self._ensure_demo(), then=self._select_base)
+        else:
+            self.reload_bases()
+
+    async def on_unmount(self) -> None:
+        if self._subscription is not None:
+            self._subscription.close()
+        if self._owns_service and self._service is not None:
+            service, self._service = self._service, None
+            await service.close()
+
+    # --- events: one worker, time-batched, coalesced ---------------------------
+
+    async def _pump_events(self) -> None:
+        sub = self._subscription
+        assert sub is not None
+        while not sub.closed:
+            batch = await sub.next_batch()
+            if batch:
+                self.post_message(ServiceEvents(batch))
+            # while we sleep the subscription coalesces (latest state per item wins)
+            await asyncio.sleep(self.refresh_interval)
+
+    def on_service_events(self, message: ServiceEvents) -> None:
+        tree = self.tree
+        base_id = tree.base_id
+        changes: dict[str, ItemChanged] = {}
+        stats: QueueStats | None = None
+        bases_dirty = False
+        with self.batch_update():
+            for ev in message.events:
+                match ev:
+                    case ItemChanged():
+                        if ev.base_id == base_id:
+                            changes[ev.item_id] = ev
+                    case ItemsAdded():
+                        bases_dirty = True
+                        if ev.base_id == base_id:
+                            if changes:
+                                tree.apply_changes(changes)
+                                changes = {}
+                            tree.items_added(ev.group_id, ev.item_ids)
+                    case ItemsRemoved():
+                        bases_dirty = True
+                        if ev.base_id == base_id:
+                            for item_id in ev.item_ids:
+                                changes.pop(item_id, None)
+                            tree.remove_items(ev.item_ids)
+                    case BaseChanged() | BaseRemoved():
+                        bases_dirty = True
+                    case QueueStats():
+                        stats = ev
+            if changes:
+                tree.apply_changes(changes)
+            if stats is not None:
+                self.query_one(StatusLine).update_stats(stats)
+        self.batches_applied += 1
+        if bases_dirty:
+            self.reload_bases()
+
+    # --- bases ------------------------------------------------------------------
+
+    def reload_bases(self) -> None:
+        """Fetch bases, groups and counts; at most one fetch in flight, one queued."""
+        if self._bases_loading:
+            self._bases_dirty = True
+            return
+        self._bases_loading = True
+        self.run_worker(self._fetch_bases(), group="bases", exit_on_error=False)
+
+    async def _fetch_bases(self) -> None:
+        try:
+            bases: list[KnowledgeBase] = []
+            page = 1
+            while True:
+                result = await self.ks.list_bases(page=page, limit=100)
+                bases.extend(result.items)
+                if page >= result.pages:
+                    break
+                page += 1
+            groups = await self.ks.list_groups()
+            counts = await self.ks.item_counts()
+        except KnowledgeError as exc:
+            self.post_message(ServiceFailed("Loading bases failed", str(exc)))
+            self.post_message(BasesLoaded([], [], {}))  # clears the in-flight flag
+            return
+        self.post_message(BasesLoaded(bases, groups, counts))
+
+    def on_bases_loaded(self, message: BasesLoaded) -> None:
+        self._bases_loading = False
+        if message.bases or not message.groups:
+            pane = self.bases_pane
+            self.groups = {g.id: g.name for g in message.groups}
+            pane.show_bases(message.bases, message.groups, message.counts)
+            if self._select_after_load and self._select_after_load in pane.bases:
+                pane.highlighted = pane.get_option_index(self._select_after_load)
+                self._select_after_load = None
+            self._sync_selection()
+        if self._bases_dirty:
+            self._bases_dirty = False
+            self.reload_bases()
+
+    groups: dict[str, str] = {}
+
+    @on(OptionList.OptionHighlighted, "#bases")
+    def _base_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._sync_selection()
+
+    def _sync_selection(self) -> None:
+        base = self.bases_pane.current_base
+        tree = self.tree
+        base_id = base.id if base else None
+        if base_id != tree.base_id:
+            tree.load_base(base_id)
+            self.search_pane.clear_results()
+            if base is not None:
+                self.search_pane.set_defaults(base.search_mode.value, base.top_k)
+        title = self.query_one("#items-title", Label)
+        title.update(f"Items — {base.emoji} {base.name}" if base else "Items")
+        self.refresh_bindings()
+
+    def _select_base(self, base: KnowledgeBase | None) -> None:
+        if base is not None:
+            self._select_after_load = base.id
+        self.reload_bases()
+
+    @property
+    def current_base(self) -> KnowledgeBase | None:
+        return self.bases_pane.current_base
+
+    # --- service calls ----------------------------------------------------------
+
+    def call_service(
+        self,
+        what: str,
+        coro: Awaitable[Any],
+        *,
+        then: Callable[[Any], None] | None = None,
+        base_id: str | None = None,
+        item_id: str | None = None,
+    ) -> None:
+        """Await `coro` in a worker; failures become `ServiceFailed`, success runs `then`."""
+
+        async def call() -> None:
+            try:
+                value = await coro
+            except KnowledgeError as exc:
+                self.post_message(ServiceFailed(what, error_text(exc), base_id=base_id, item_id=item_id))
+            else:
+                self.post_message(CallDone(then, value))
+
+        self.run_worker(call(), group="calls", exit_on_error=False)
+
+    def on_call_done(self, message: CallDone) -> None:
+        if message.then is not None:
+            message.then(message.value)
+
+    def on_service_failed(self, message: ServiceFailed) -> None:
+        self.notify(message.error, title=message.what, severity="error", timeout=8)
+        if message.item_id is not None:
+            self.tree.set_item_error(message.item_id, message.error)
+        elif message.base_id is not None:
+            self.bases_pane.set_notice(message.base_id, message.error)
+
+    # --- actions ----------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.ready and action not in ("help", "quit", "change_theme", "command_palette"):
+            return None if action in {a.action for a in APP_ACTIONS} else True
+        base = self.bases_pane.current_base if self.ready else None
+        item = self.tree.current_item if self.ready else None
+        usable = base is not None and base.is_usable
+        match action:
+            case "edit_base" | "delete_base" | "restore_base":
+                return True if base is not None else None
+            case "add_items":
+                return True if usable else None
+            case "delete_item" | "reindex_item":
+                return True if usable and item is not None else None
+            case "chunks" | "similar":
+                return True if usable and item is not None and item.type.is_leaf else None
+            case "focus_search" | "cycle_mode":
+                return True if base is not None else None
+        return True
+
+    def on_tree_node_highlighted(self, event) -> None:
+        self.refresh_bindings()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.keymap_overrides))
+
+    def action_focus_search(self) -> None:
+        self.query_one("#query", Input).focus()
+
+    def action_cycle_mode(self) -> None:
+        mode = self.search_pane.cycle_mode()
+        self.notify(f"Search mode: {mode}", timeout=2)
+
+    def action_refresh(self) -> None:
+        self.reload_bases()
+        self.tree.reload()
+
+    def action_new_base(self) -> None:
+        self.push_screen(BaseFormScreen(default_model=self.settings.default_embedding_model), self._base_saved)
+
+    def action_edit_base(self) -> None:
+        base = self.current_base
+        if base is None:
+            return
+        group = self.groups.get(base.group_id, "") if base.group_id else ""
+        self.push_screen(BaseFormScreen(base, group_name=group), self._base_saved)
+
+    def _base_saved(self, base: KnowledgeBase | None) -> None:
+        if base is not None:
+            self.notify(f"Saved base “{base.name}”", timeout=3)
+            if base.id in self.bases_pane.bases and base.id == self.tree.base_id:
+                self.search_pane.set_defaults(base.search_mode.value, base.top_k)
+            self._select_base(base)
+
+    def action_delete_base(self) -> None:
+        base = self.current_base
+        if base is None:
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.call_service(f"Deleting “{base.name}”", self.ks.delete_base(base.id), base_id=base.id,
+                                  then=lambda _: self.notify(f"Deleted base “{base.name}”", timeout=3))
+
+        self.push_screen(ConfirmScreen("Delete base", f"Delete “{base.name}” with all its items and vectors?"),
+                         confirmed)
+
+    def action_restore_base(self) -> None:
+        base = self.current_base
+        if base is None:
+            return
+
+        def restored(new: KnowledgeBase | None) -> None:
+            if new is not None:
+                self.notify(f"Restored as “{new.name}” with {new.embedding_model_id}", timeout=4)
+                self._select_base(new)
+
+        self.push_screen(RestoreScreen(base, self.settings.default_embedding_model), restored)
+
+    def action_add_items(self) -> None:
+        base = self.current_base
+        if base is None:
+            return
+
+        def added(items: list | None) -> None:
+            if items:
+                self.notify(f"Added {len(items)} item(s); indexing…", timeout=3)
+
+        self.push_screen(AddItemsScreen(base.id, base.name, self.start_dir), added)
+
+    def action_delete_item(self) -> None:
+        base, item = self.current_base, self.tree.current_item
+        if base is None or item is None:
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.call_service("Delete", self.ks.delete_items(base.id, [item.id]), item_id=item.id)
+
+        self.push_screen(ConfirmScreen("Delete item", f"Delete “{item.display_name}” and its chunks?"), confirmed)
+
+    def action_reindex_item(self) -> None:
+        base, item = self.current_base, self.tree.current_item
+        if base is None or item is None:
+            return
+        self.call_service("Reindex", self.ks.reindex_items(base.id, [item.id]), item_id=item.id,
+                          then=lambda _: self.notify(f"Reindexing “{item.display_name}”", timeout=2))
+
+    def action_chunks(self) -> None:
+        item = self.tree.current_item
+        if item is not None:
+            self.push_screen(ChunkBrowserScreen(item))
+
+    def action_similar(self) -> None:
+        base, item = self.current_base, self.tree.current_item
+        if base is not None and item is not None:
+            self.push_screen(SimilarScreen(base, item))
+
+    # --- search -------------------------------------------------------------------
+
+    @on(Input.Submitted, "#query")
+    def _run_search(self, event: Input.Submitted) -> None:
+        self.start_search()
+
+    @on(Input.Submitted, "#topk")
+    def _topk_submitted(self, event: Input.Submitted) -> None:
+        self.start_search()
+
+    def start_search(self) -> None:
+        base = self.current_base
+        pane = self.search_pane
+        query = pane.query_text
+        if base is None or not query.strip():
+            return
+        self._search_serial += 1
+        serial, mode, top_k = self._search_serial, pane.mode, pane.top_k
+        pane.show_status(f"Searching “{query.strip()}”…")
+
+        async def search() -> None:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            try:
+                response = await self.ks.search(base.id, query, top_k, mode=mode)
+            except KnowledgeError as exc:
+                self.post_message(ServiceFailed("Search", error_text(exc)))
+                self.post_message(SearchFinished(base.id, query, mode, None, serial))  # type: ignore[arg-type]
+                return
+            self.post_message(SearchFinished(base.id, query.strip(), mode, response, serial,
+                                             (loop.time() - started) * 1000))
+
+        self.run_worker(search(), group="search", exclusive=True, exit_on_error=False)
+
+    def on_search_finished(self, message: SearchFinished) -> None:
+        if message.serial != self._search_serial or message.base_id != self.tree.base_id:
+            return  # a newer search (or another base) replaced this one
+        if message.response is None:
+            self.search_pane.show_status("Search failed (see the notification)")
+            return
+        self.search_pane.show_response(message.query, message.response, message.mode)
+
+    @on(OptionList.OptionSelected, "#results")
+    def _open_result(self, event: OptionList.OptionSelected) -> None:
+        result = self.search_pane.selected_result
+        base = self.current_base
+        if result is None or base is None or result.item_id is None:
+            return
+        self.push_screen(ChunkContextScreen(base.id, result.item_id, result.chunk_id,
+                                            self.search_pane.query_text, short_source(result.metadata)))
+
+    # --- demo -----------------------------------------------------------------------
+
+    async def _ensure_demo(self) -> KnowledgeBase:
+        """Reuse the demo base, or create it and index a copy of assets/demo live."""
+        ks = self.ks
+        page = await ks.list_bases(page=1, limit=100)
+        for base in page.items:
+            if base.name == DEMO_BASE_NAME and base.is_usable:
+                return base
+        source = demo_corpus_dir()
+        if not source.is_dir():
+            raise KnowledgeError(f"The demo corpus is missing: {source}")
+        target = Path(self.settings.data_dir) / "demo-corpus"
+        await asyncio.to_thread(shutil.copytree, source, target, dirs_exist_ok=True)
+        group_id = None
+        for group in await ks.list_groups():
+            if group.name == DEMO_GROUP:
+                group_id = group.id
+        if group_id is None:
+            group_id = (await ks.create_group(DEMO_GROUP)).id
+        base = await ks.create_base(DEMO_BASE_NAME, DEMO_MODEL, None, emoji="🎓", group_id=group_id,
+                                    chunk_size=256, chunk_overlap=32)
+        await ks.add_items(base.id, [ItemInput("directory", {"path": str(target)})])
+        return base
+
+
+def run_app(settings: Settings, *, demo: bool = False) -> int:
+    """Run the TUI until the user quits; the exit code for the CLI (0 ok, 1 error)."""
+    app = KtuiApp(settings, demo=demo)
+    result = app.run()
+    if app.return_code not in (None, 0):
+        return int(app.return_code)
+    return int(result or 0)
+
+
+__all__ = ["KtuiApp", "run_app", "demo_corpus_dir"]
+
+if __name__ == "__main__":  # pragma: no cover - `python -m tui.app` for development
+    from core.config import load_settings
+
+    sys.exit(run_app(load_settings(), demo="--demo" in sys.argv))

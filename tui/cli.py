@@ -1,0 +1,258 @@
+"""`ktui`: the TUI (no sub-command) and headless sub-commands over the same facade.
+
+Start-up is kept short for scripts: this module imports only the standard
+library and `core.config`; the service (numpy, httpx, SQLite) is imported by
+the command that needs it, and textual only by the TUI itself.
+
+Exit codes: 0 success, 1 failure (including items that failed during --wait),
+2 usage. Errors are one line on stderr; `--debug` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from tui.cli_render import UsageError
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+PROG = "ktui"
+
+
+def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """Options accepted both before and after the sub-command."""
+    d = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument("--data-dir", metavar="DIR", help="data directory (default: $KTUI_HOME or the platform's)", **d)
+    parser.add_argument("--config", metavar="FILE", help="settings file (default: $KTUI_CONFIG or the platform's)", **d)
+    parser.add_argument("--json", action="store_true", help="print data as JSON (shapes: docs/cli.md)", **d)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs", **d)
+
+
+def _unit_or_none(text: str) -> float | None:
+    if text.lower() in ("none", "null", ""):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number (or 'none')") from None
+
+
+def _int_or_none(text: str) -> int | None:
+    if text.lower() in ("none", "null", ""):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer (or 'none')") from None
+
+
+def _str_or_none(text: str) -> str | None:
+    return None if text.lower() in ("none", "null", "") else text
+
+
+def _base_settings(p: argparse.ArgumentParser, *, update: bool) -> None:
+    """Base configuration options shared by `base create` and `base update`."""
+    d = {"default": argparse.SUPPRESS}  # absent options are not sent; 'none' clears a value
+    if update:
+        p.add_argument("--name", help="new name", **d)
+    p.add_argument("--emoji", help="one emoji shown next to the name", **d)
+    p.add_argument("--group", type=_str_or_none, metavar="GROUP", help="group name or id ('none' to ungroup)", **d)
+    p.add_argument("--rerank-model", type=_str_or_none, metavar="ID", help="provider::model of a reranker ('none' clears)", **d)
+    p.add_argument("--chunk-size", type=int, metavar="N", help="tokens per chunk (default 1024)", **d)
+    p.add_argument("--chunk-overlap", type=int, metavar="N", help="tokens shared by neighbouring chunks (< chunk size)", **d)
+    p.add_argument("--threshold", type=_unit_or_none, metavar="X", help="minimum similarity 0..1 ('none' clears)", **d)
+    p.add_argument("--top-k", type=_int_or_none, metavar="N", help="results per search, 1..1000 ('none' = 10)", **d)
+    p.add_argument("--mode", choices=["default", "bm25", "hybrid"], help="search mode", **d)
+    p.add_argument("--alpha", type=_unit_or_none, metavar="X", help="hybrid weight of the vector side, 0..1", **d)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Local knowledge bases in the terminal. Without a command, opens the TUI.",
+        epilog="See docs/cli.md for every command, its --json shape and the exit codes.",
+    )
+    _common(parser, top=True)
+    parser.add_argument("--demo", action="store_true", help="open the TUI on the bundled demo base")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(parent: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+        p = parent.add_parser(name, help=help_text, description=help_text)
+        _common(p, top=False)
+        return p
+
+    # base ...
+    base = sub.add_parser("base", help="create, list, show, update, delete, restore, export, import bases")
+    bsub = base.add_subparsers(dest="base_command", metavar="ACTION", required=True)
+    p = command(bsub, "create", "create a knowledge base")
+    p.add_argument("name")
+    p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
+    p.add_argument("--dimensions", type=int, metavar="N", help="vector width (default: detected from the model)")
+    _base_settings(p, update=False)
+    command(bsub, "list", "list knowledge bases")
+    p = command(bsub, "show", "show one base's settings")
+    p.add_argument("base", help="base id or unique name")
+    p = command(bsub, "update", "change a base's settings (not its model: use restore)")
+    p.add_argument("base", help="base id or unique name")
+    _base_settings(p, update=True)
+    p = command(bsub, "delete", "delete a base, its items and its index")
+    p.add_argument("base", nargs="+", help="base id or unique name")
+    p = command(bsub, "restore", "rebuild a base with another (or a now available) embedding model")
+    p.add_argument("base", help="base id or unique name")
+    p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
+    p.add_argument("--dimensions", type=int, metavar="N", help="vector width (default: detected from the model)")
+    p.add_argument("--name", help="name of the new base (default: the source's)")
+    p.add_argument("--wait", action="store_true", help="index now and wait until done")
+    p = command(bsub, "export", "write bases (settings + root items) as a JSON document")
+    p.add_argument("base", nargs="+", help="base id or unique name")
+    p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    p = command(bsub, "import", "recreate bases from an export or a legacy data.json backup")
+    p.add_argument("file", help="JSON file ('-' reads stdin)")
+    p.add_argument("--wait", action="store_true", help="index now and wait until done")
+
+    p = command(sub, "add", "add files, folders, URLs, sitemaps or notes to a base")
+    p.add_argument("base", help="base id or unique name")
+    p.add_argument("sources", nargs="*", metavar="PATH|URL", help="existing file or directory, or http(s) URL")
+    p.add_argument("--dir", action="store_true", help="the paths must be directories")
+    p.add_argument("--sitemap", action="store_true", help="the URLs are sitemaps (their pages are added)")
+    p.add_argument("--note", action="append", default=[], metavar="TEXT", help="add a note ('-' reads stdin); repeatable")
+    p.add_argument("--source-url", metavar="URL", help="where the notes came from")
+    p.add_argument("--watch", action="store_true", help="keep directories in sync while the TUI runs")
+    p.add_argument("--wait", action="store_true", help="index now and wait until done")
+
+    p = command(sub, "items", "list a base's items")
+    p.add_argument("base", help="base id or unique name")
+    p.add_argument("--all", action="store_true", help="include the children of directories and sitemaps")
+    p.add_argument("--type", choices=["file", "url", "note", "directory", "sitemap"])
+
+    p = command(sub, "reindex", "read and embed items again")
+    p.add_argument("base", help="base id or unique name")
+    p.add_argument("items", nargs="+", metavar="ITEM", help="item id, id prefix, source or name")
+    p.add_argument("--wait", action="store_true", help="index now and wait until done")
+
+    p = command(sub, "rm", "remove items (and their chunks) from a base")
+    p.add_argument("base", help="base id or unique name")
+    p.add_argument("items", nargs="+", metavar="ITEM", help="item id, id prefix, source or name")
+
+    p = command(sub, "search", "search a base")
+    p.add_argument("base", help="base id or unique name")
+    p.add_argument("query")
+    p.add_argument("--mode", choices=["default", "bm25", "hybrid"], help="override the base's search mode")
+    p.add_argument("--top-k", type=int, metavar="N", help="number of results (default: the base's)")
+
+    p = command(sub, "chunks", "list the stored chunks of an item")
+    p.add_argument("base", help="base id or unique name")
+    p.add_argument("item", help="item id, id prefix, source or name")
+
+    command(sub, "models", "list embedding models of every configured provider")
+
+    p = command(sub, "wait", "index queued work now and wait until it is done")
+    p.add_argument("base", nargs="?", help="only this base (default: all)")
+
+    p = command(sub, "rank", "rank JSON-lines records by similarity to QUERY (the Knowledge Engine)")
+    p.add_argument("query")
+    p.add_argument("--input", "-i", metavar="FILE", help="JSON-lines file (default: stdin)")
+    p.add_argument("--field", default="content", help="the record field holding the text (default: content)")
+    p.add_argument("--min-score", type=float, metavar="X", help="drop matches scoring below X")
+    p.add_argument("--top-k", type=int, metavar="N", help="keep the N best matches")
+    p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
+
+    groups = sub.add_parser("groups", help="list, create, rename, delete base groups")
+    gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
+    command(gsub, "list", "list groups")
+    p = command(gsub, "create", "create a group")
+    p.add_argument("name")
+    p = command(gsub, "rename", "rename a group")
+    p.add_argument("group", help="group id or name")
+    p.add_argument("name")
+    p = command(gsub, "delete", "delete a group (its bases become ungrouped)")
+    p.add_argument("group", help="group id or name")
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("ktui")
+    except Exception:
+        return "0+unknown"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
+    if debug:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return _dispatch(parser, args)
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
+        from core.errors import KnowledgeError
+
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        if isinstance(exc, KnowledgeError):
+            print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        else:
+            hint = "" if debug else " (run with --debug for details)"
+            print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(str(exc))}{hint}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "failed"
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from core.config import load_settings
+
+    settings = load_settings(config_file=args.config, data_dir=args.data_dir)
+    if args.command is None:
+        from tui.app import run_app  # textual is imported only here
+
+        return int(run_app(settings, demo=args.demo) or 0)
+    if args.demo:
+        raise UsageError("--demo only applies to the TUI (no command)")
+    from tui import cli_commands
+
+    name = args.command
+    for attr in ("base_command", "groups_command"):
+        if getattr(args, attr, None):
+            name = f"{name}_{getattr(args, attr)}"
+    handler = getattr(cli_commands, f"cmd_{name}")
+    return asyncio.run(handler(settings, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,612 @@
+"""The headless sub-commands: each `cmd_<name>(settings, args) -> exit code`.
+
+Every command opens the facade, does one thing and closes it. Queued work that
+is not waited for (`--wait`) is interrupted when the command exits and picked up
+again the next time ktui opens the data directory (the TUI, `ktui wait`, or any
+command with `--wait`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from core.config import Settings
+from core.errors import ValidationError
+from core.models import ANY_GROUP, ItemInput, ItemStatus, KnowledgeBase, KnowledgeItem
+from tui.cli_progress import Progress, WaitOutcome, follow
+from tui.cli_render import (
+    UsageError,
+    base_json,
+    base_lines,
+    base_status_label,
+    chunk_json,
+    dump,
+    dump_line,
+    group_json,
+    item_json,
+    item_rows,
+    model_json,
+    search_json,
+    snippet,
+    table,
+)
+
+EXIT_OK, EXIT_FAILURE = 0, 1
+URL_RE = re.compile(r"^https?://", re.IGNORECASE)
+BATCH = 100
+
+
+@asynccontextmanager
+async def service(settings: Settings) -> AsyncIterator[Any]:
+    from core.service import KnowledgeService
+
+    ks = await KnowledgeService.open(settings=settings)
+    try:
+        yield ks
+    finally:
+        await ks.close()
+
+
+def err(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+# --- shared pieces --------------------------------------------------------
+
+
+async def _all_bases(ks: Any) -> list[KnowledgeBase]:
+    out: list[KnowledgeBase] = []
+    page = 1
+    while True:
+        listing = await ks.list_bases(page=page, limit=100)
+        out.extend(listing.items)
+        if page >= listing.pages:
+            return out
+        page += 1
+
+
+async def _all_items(ks: Any, base_id: str, *, everything: bool, type: str | None = None) -> list[KnowledgeItem]:
+    out: list[KnowledgeItem] = []
+    page = 1
+    while True:
+        listing = await ks.list_items(base_id, type=type, group_id=ANY_GROUP if everything else None,
+                                      page=page, limit=100)
+        out.extend(listing.items)
+        if page >= listing.pages:
+            return out
+        page += 1
+
+
+async def _group_id(ks: Any, ref: str | None, *, create: bool) -> str | None:
+    """A group by id or name; `create` makes a missing named group (base create/update)."""
+    if ref is None:
+        return None
+    groups = await ks.list_groups()
+    for match in ([g for g in groups if g.id == ref], [g for g in groups if g.name == ref],
+                  [g for g in groups if g.name.casefold() == ref.casefold()]):
+        if len(match) == 1:
+            return match[0].id
+        if len(match) > 1:
+            raise ValidationError.field("group", f"'{ref}' matches {len(match)} groups; name one by its id")
+    if create:
+        return (await ks.create_group(ref)).id
+    from core.errors import NotFoundError
+
+    raise NotFoundError("Group", ref)
+
+
+async def _base_config(ks: Any, args: argparse.Namespace) -> dict[str, Any]:
+    mapping = {
+        "name": "name",
+        "emoji": "emoji",
+        "rerank_model": "rerank_model_id",
+        "chunk_size": "chunk_size",
+        "chunk_overlap": "chunk_overlap",
+        "threshold": "threshold",
+        "top_k": "document_count",
+        "mode": "search_mode",
+        "alpha": "hybrid_alpha",
+    }
+    config = {field: getattr(args, attr) for attr, field in mapping.items() if hasattr(args, attr)}
+    if hasattr(args, "group"):
+        config["group_id"] = await _group_id(ks, args.group, create=True)
+    return config
+
+
+async def _wait(ks: Any, sub: Any, roots: Sequence[KnowledgeItem], args: argparse.Namespace) -> WaitOutcome:
+    outcome = await follow(ks, sub, roots, Progress(sys.stderr))
+    if not args.json:
+        summary = f"{outcome.completed} completed, {len(outcome.failed)} failed"
+        err(f"done: {summary}")
+        for item in outcome.failed:
+            if item.type.is_leaf or not item.error or "child" not in item.error:
+                err(f"  failed  {item.type.value} {item.source}: {item.error}")
+    return outcome
+
+
+def _wait_json(outcome: WaitOutcome | None) -> dict[str, Any] | None:
+    if outcome is None:
+        return None
+    return {
+        "total": outcome.total,
+        "completed": outcome.completed,
+        "failed": [{"id": i.id, "type": i.type.value, "source": i.source, "error": i.error} for i in outcome.failed],
+    }
+
+
+def _not_waited_hint(args: argparse.Namespace) -> None:
+    if not args.json:
+        err("queued; indexing runs the next time ktui opens this data directory "
+            "(use --wait, or run `ktui wait`, to index now)")
+
+
+# --- base ...  ------------------------------------------------------------
+
+
+async def cmd_base_create(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        config = await _base_config(ks, args)
+        config.pop("name", None)  # the positional NAME
+        base = await ks.create_base(args.name, args.model, args.dimensions, **config)
+        if args.json:
+            dump(base_json(base, 0))
+        else:
+            print(f"created {base.emoji} {base.name}  {base.id}  ({base.embedding_model_id}, {base.dimensions} dims)")
+    return EXIT_OK
+
+
+async def cmd_base_list(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        bases = await _all_bases(ks)
+        counts = await ks.item_counts()
+        if args.json:
+            dump({"bases": [base_json(b, counts.get(b.id, 0)) for b in bases]})
+        elif not bases:
+            err("no knowledge bases yet; create one with `ktui base create NAME`")
+        else:
+            rows = [[f"{b.emoji} {b.name}", base_status_label(b), b.embedding_model_id or "-",
+                     str(counts.get(b.id, 0)), b.id] for b in bases]
+            table(rows, ["NAME", "STATUS", "MODEL", "ITEMS", "ID"])
+    return EXIT_OK
+
+
+async def cmd_base_show(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        base = await ks.resolve_base(args.base)
+        count = (await ks.item_counts()).get(base.id, 0)
+        if args.json:
+            dump(base_json(base, count))
+        else:
+            groups = {g.id: g.name for g in await ks.list_groups()}
+            print("\n".join(base_lines(base, count, groups.get(base.group_id or ""))))
+    return EXIT_OK
+
+
+async def cmd_base_update(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        base = await ks.resolve_base(args.base)
+        patch = await _base_config(ks, args)
+        if not patch:
+            raise UsageError("nothing to change: give at least one option (see `ktui base update --help`)")
+        base = await ks.update_base(base.id, patch)
+        if args.json:
+            dump(base_json(base))
+        else:
+            print(f"updated {base.emoji} {base.name}  {base.id}")
+    return EXIT_OK
+
+
+async def cmd_base_delete(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        bases = [await ks.resolve_base(ref) for ref in args.base]
+        deleted = []
+        for base in {b.id: b for b in bases}.values():
+            await ks.delete_base(base.id)
+            deleted.append(base.id)
+            if not args.json:
+                print(f"deleted {base.name}  {base.id}")
+        if args.json:
+            dump({"deleted": deleted})
+    return EXIT_OK
+
+
+async def cmd_base_restore(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        source = await ks.resolve_base(args.base)
+        model = args.model or settings.default_embedding_model
+        dims = args.dimensions if args.dimensions is not None else await ks.detect_dimensions(model)
+        sub = ks.subscribe()
+        new = await ks.restore_base(source.id, model, dims, args.name)
+        roots = await _all_items(ks, new.id, everything=False)
+        outcome = await _wait(ks, sub, roots, args) if args.wait else None
+        sub.close()
+        if args.json:
+            dump({"base": base_json(new, len(roots)), "source_id": source.id, "wait": _wait_json(outcome)})
+        else:
+            print(f"restored {source.name} as {new.emoji} {new.name}  {new.id}  "
+                  f"({new.embedding_model_id}, {new.dimensions} dims, {len(roots)} items)")
+            print(f"the source base {source.id} is kept; delete it with `ktui base delete {source.id}`")
+            if outcome is None and roots:
+                _not_waited_hint(args)
+    return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
+
+
+async def cmd_base_export(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        ids = list(dict.fromkeys([(await ks.resolve_base(ref)).id for ref in args.base]))
+        document = await ks.export_bases(ids)
+    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    if args.output and args.output != "-":
+        _write_atomic(Path(args.output).expanduser(), text)
+        items = sum(len(b["items"]) for b in document["bases"])
+        if args.json:
+            dump({"output": str(Path(args.output).expanduser()), "bases": len(document["bases"]), "items": items})
+        else:
+            print(f"exported {len(document['bases'])} base(s), {items} item(s) to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write next to the target and rename, so a failed export never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
+    from core.transfer import read_document
+
+    document = read_document(args.file)
+    async with service(settings) as ks:
+        sub = ks.subscribe()
+        report = await ks.import_bases(document)
+        outcome = None
+        queued = [b for b in report.bases if b.status == "completed" and b.item_ids]
+        if args.wait and queued:
+            roots = []
+            for b in queued:
+                roots.extend(await _all_items(ks, b.base_id, everything=False))
+            outcome = await _wait(ks, sub, roots, args)
+        sub.close()
+    if args.json:
+        dump({**report.to_dict(), "wait": _wait_json(outcome)})
+    else:
+        _print_import(report)
+        if queued and outcome is None:
+            _not_waited_hint(args)
+    failed = not report.ok or (outcome is not None and not outcome.ok)
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _print_import(report: Any) -> None:
+    kind = "ktui export" if report.format == "ktui-export" else "desktop-client backup"
+    print(f"imported from a {kind}: {len(report.bases)} base(s)")
+    for b in report.bases:
+        skipped = f", {len(b.skipped)} skipped" if b.skipped else ""
+        if b.status == "completed":
+            print(f"  {b.name}  {b.base_id}: ready ({b.embedding_model_id}), {b.kept} item(s) queued{skipped}")
+        elif b.status == "failed":
+            print(f"  {b.name}  {b.base_id}: FAILED missing_embedding_model ({b.reason}); "
+                  f"{b.kept} item(s) kept as data{skipped}")
+            print(f"    restore it: ktui base restore {b.base_id} --model PROVIDER::MODEL")
+        else:
+            print(f"  {b.name}: NOT imported: {b.reason}")
+        for s in b.skipped:
+            print(f"    skipped {s.label}: {s.reason}")
+        for w in b.warnings:
+            print(f"    warning: {w}")
+    for s in report.skipped_bases:
+        print(f"  skipped base {s.label}: {s.reason}")
+
+
+# --- items ----------------------------------------------------------------
+
+
+def _inputs(args: argparse.Namespace) -> list[ItemInput]:
+    inputs: list[ItemInput] = []
+    for source in args.sources:
+        if URL_RE.match(source):
+            if args.dir:
+                raise UsageError(f"--dir expects directories, got the URL {source}")
+            inputs.append(ItemInput("sitemap" if args.sitemap else "url", {"url": source}))
+            continue
+        if args.sitemap:
+            raise UsageError(f"--sitemap expects http(s) URLs, got {source}")
+        path = Path(source).expanduser()
+        if path.is_dir():
+            inputs.append(ItemInput("directory", {"path": str(path), "watch": bool(args.watch)}))
+        elif args.dir:
+            raise ValidationError.field("path", f"is not a directory: {source}")
+        elif path.exists():
+            inputs.append(ItemInput("file", {"path": str(path)}))
+        else:
+            raise ValidationError.field("path", f"does not exist: {source} (neither a file, a directory nor an http(s) URL)")
+    if args.watch and not any(i.type == "directory" for i in inputs):
+        raise UsageError("--watch applies to directories only")
+    for note in args.note:
+        text = sys.stdin.read() if note == "-" else note
+        data: dict[str, Any] = {"content": text}
+        if args.source_url:
+            data["source_url"] = args.source_url
+        inputs.append(ItemInput("note", data))
+    if args.source_url and not args.note:
+        raise UsageError("--source-url applies to --note only")
+    if not inputs:
+        raise UsageError("nothing to add: give paths, URLs or --note TEXT")
+    return inputs
+
+
+async def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
+    inputs = _inputs(args)
+    async with service(settings) as ks:
+        base = await ks.resolve_base(args.base)
+        sub = ks.subscribe()
+        created: list[KnowledgeItem] = []
+        for start in range(0, len(inputs), BATCH):
+            created.extend(await ks.add_items(base.id, inputs[start : start + BATCH]))
+        if not args.json:
+            for item in created:
+                print(f"added {item.type.value} {item.display_name}  {item.id}")
+        outcome = await _wait(ks, sub, created, args) if args.wait else None
+        sub.close()
+        if args.json:
+            dump({"base_id": base.id, "items": [item_json(i) for i in created], "wait": _wait_json(outcome)})
+        elif outcome is None:
+            _not_waited_hint(args)
+    return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
+
+
+def _tree_order(items: list[KnowledgeItem]) -> tuple[list[KnowledgeItem], dict[str, int]]:
+    """Parents before their children (each level oldest first), with each item's depth."""
+    children: dict[str | None, list[KnowledgeItem]] = {}
+    for item in sorted(items, key=lambda i: (i.created_at, i.id)):
+        children.setdefault(item.group_id, []).append(item)
+    ids = {i.id for i in items}
+    ordered: list[KnowledgeItem] = []
+    depth: dict[str, int] = {}
+
+    def walk(parent: str | None, level: int) -> None:
+        for item in children.get(parent, []):
+            ordered.append(item)
+            depth[item.id] = level
+            walk(item.id, level + 1)
+
+    walk(None, 0)
+    for parent in children:  # orphans of a filter (e.g. --type): keep them at the top level
+        if parent is not None and parent not in ids:
+            walk(parent, 0)
+    return ordered, depth
+
+
+async def cmd_items(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        base = await ks.resolve_base(args.base)
+        items = await _all_items(ks, base.id, everything=args.all, type=args.type)
+        ordered, depth = _tree_order(items)
+        if args.json:
+            dump({"base_id": base.id, "items": [item_json(i) for i in ordered]})
+        elif not ordered:
+            err(f"{base.name} has no items; add some with `ktui add {base.name} PATH|URL`")
+        else:
+            table(item_rows(ordered, depth), ["ID", "TYPE", "NAME", "STATUS"])
+            if not base.is_usable:
+                err(f"{base.name} has no usable embedding model: restore it (`ktui base restore {base.id} --model ...`)")
+    return EXIT_OK
+
+
+async def _resolve_items(ks: Any, base: KnowledgeBase, refs: Sequence[str]) -> list[KnowledgeItem]:
+    return list({i.id: i for i in [await ks.resolve_item(base.id, ref) for ref in refs]}.values())
+
+
+async def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        base = await ks.resolve_base(args.base)
+        items = await _resolve_items(ks, base, args.items)
+        sub = ks.subscribe()
+        fresh = await ks.reindex_items(base.id, [i.id for i in items])
+        if not args.json:
+            for item in fresh:
+                print(f"reindexing {item.type.value} {item.display_name}  {item.id}")
+        outcome = await _wait(ks, sub, fresh, args) if args.wait else None
+        sub.close()
+        if args.json:
+            dump({"base_id": base.id, "items": [item_json(i) for i in fresh], "wait": _wait_json(outcome)})
+        elif outcome is None:
+            _not_waited_hint(args)
+    return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
+
+
+async def cmd_rm(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        base = await ks.resolve_base(args.base)
+        items = await _resolve_items(ks, base, args.items)
+        await ks.delete_items(base.id, [i.id for i in items])
+        if args.json:
+            dump({"base_id": base.id, "removed": [i.id for i in items]})
+        else:
+            for item in items:
+                print(f"removed {item.type.value} {item.display_name}  {item.id}")
+    return EXIT_OK
+
+
+async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        base = await ks.resolve_base(args.base)
+        response = await ks.search(base.id, args.query, args.top_k, mode=args.mode)
+    mode = args.mode or base.search_mode.value
+    if args.json:
+        dump(search_json(args.query, mode, response))
+        return EXIT_OK
+    if response.degraded:
+        err(f"warning: semantic search unavailable, showing keyword (bm25) results: {response.reason}")
+    if not response.results:
+        print("no results")
+    for r in response.results:
+        source = r.metadata.get("source") or r.item_id or ""
+        where = f" p.{r.metadata['page']}" if r.metadata.get("page") is not None else ""
+        print(f"{r.rank:>2}. {r.score:.3f} {r.score_kind.value:<6} {source}{where}")
+        print(f"    {snippet(r.page_content)}")
+    return EXIT_OK
+
+
+async def cmd_chunks(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        base = await ks.resolve_base(args.base)
+        item = await ks.resolve_item(base.id, args.item)
+        chunks = await ks.list_item_chunks(base.id, item.id)
+    if args.json:
+        dump({"base_id": base.id, "item_id": item.id, "chunks": [chunk_json(c) for c in chunks]})
+    elif not chunks:
+        err(f"{item.display_name} has no chunks (status: {item.status.value})")
+    else:
+        for c in chunks:
+            print(f"#{c.chunk_index:<4} {c.id}  {snippet(c.text, 120)}")
+    return EXIT_OK
+
+
+async def cmd_models(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        listing = await ks.list_embedding_models()
+    if args.json:
+        dump({"default": settings.default_embedding_model, "models": [model_json(m) for m in listing.models],
+              "errors": listing.errors})
+        return EXIT_OK
+    rows = [[m.id + (" (default)" if m.id == settings.default_embedding_model else ""),
+             "-" if m.dimensions is None else str(m.dimensions)] for m in listing.models]
+    table(rows, ["MODEL", "DIMENSIONS"])
+    for provider, message in listing.errors.items():
+        err(f"provider {provider}: {_first_line(message)}")
+    return EXIT_OK
+
+
+def _first_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        sub = ks.subscribe()
+        bases = [await ks.resolve_base(args.base)] if args.base else await _all_bases(ks)
+        roots: list[KnowledgeItem] = []
+        for base in bases:
+            if base.is_usable:
+                roots.extend(i for i in await _all_items(ks, base.id, everything=False)
+                             if i.status == ItemStatus.PROCESSING)
+        outcome = await _wait(ks, sub, roots, args) if roots else WaitOutcome()
+        sub.close()
+    if args.json:
+        dump({"wait": _wait_json(outcome)})
+    elif not roots:
+        err("nothing to do")
+    return EXIT_OK if outcome.ok else EXIT_FAILURE
+
+
+# --- rank (the Knowledge Engine) ------------------------------------------
+
+
+def _read_records(path: str | None) -> list[dict[str, Any]]:
+    label = path or "stdin"
+    try:
+        stream = open(path, encoding="utf-8") if path and path != "-" else sys.stdin  # noqa: SIM115
+    except OSError as exc:
+        raise ValidationError.field("input", f"cannot be read: {label}: {exc.strerror}") from None
+    records: list[dict[str, Any]] = []
+    with stream if stream is not sys.stdin else nullcontext(stream):
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValidationError.field("input", f"{label} line {number} is not JSON: {exc.msg}") from None
+            if not isinstance(record, dict):
+                raise ValidationError.field("input", f"{label} line {number} is not a JSON object")
+            records.append(record)
+    return records
+
+
+async def cmd_rank(settings: Settings, args: argparse.Namespace) -> int:
+    """JSON lines in, JSON lines out: `{"rank", "score", "degraded", "record"}` per match."""
+    from core.embeddings import EmbeddingService
+    from core.engine import rank_docs_by_embedding, service_embedder
+
+    records = _read_records(args.input)
+    for number, record in enumerate(records, 1):
+        if not isinstance(record.get(args.field), str):
+            raise ValidationError.field("field", f"record {number} has no text field '{args.field}'")
+    model = args.model or settings.default_embedding_model
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)  # the embedding cache lives there
+    async with EmbeddingService(settings) as embeddings:
+        embeddings.parse_model_id(model)  # an unknown provider is a mistake, not a reason to degrade
+        field = args.field
+        result = await rank_docs_by_embedding(
+            args.query,
+            records,
+            content=lambda r: r[field],
+            embedder=service_embedder(embeddings, model),
+            min_score=args.min_score,
+            top_k=args.top_k,
+        )
+    if result.degraded:
+        err(f"warning: ranked by keyword overlap instead of embeddings: {result.reason}")
+    for match in result.matches:
+        dump_line({"rank": match.rank, "score": round(match.score, 6), "degraded": result.degraded,
+                   "record": match.candidate})
+    return EXIT_OK
+
+
+# --- groups ---------------------------------------------------------------
+
+
+async def cmd_groups_list(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        groups = await ks.list_groups()
+    if args.json:
+        dump({"groups": [group_json(g) for g in groups]})
+    elif not groups:
+        err("no groups")
+    else:
+        table([[g.name, g.id] for g in groups], ["NAME", "ID"])
+    return EXIT_OK
+
+
+async def cmd_groups_create(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        group = await ks.create_group(args.name)
+    dump(group_json(group)) if args.json else print(f"created group {group.name}  {group.id}")
+    return EXIT_OK
+
+
+async def cmd_groups_rename(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        group = await ks.rename_group(await _group_id(ks, args.group, create=False), args.name)
+    dump(group_json(group)) if args.json else print(f"renamed group to {group.name}  {group.id}")
+    return EXIT_OK
+
+
+async def cmd_groups_delete(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        group_id = await _group_id(ks, args.group, create=False)
+        await ks.delete_group(group_id)
+    dump({"deleted": group_id}) if args.json else print(f"deleted group {group_id}")
+    return EXIT_OK

@@ -1,0 +1,197 @@
+"""How the CLI prints things: stable JSON shapes (docs/cli.md) and short text for people.
+
+Kept free of core.service imports so that building the shapes costs nothing at
+start-up; only `core.models` (plain dataclasses) is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from collections.abc import Iterable, Sequence
+from enum import Enum
+from typing import Any, TextIO
+
+from core.models import (
+    ChunkRecord,
+    EmbeddingModelInfo,
+    KnowledgeBase,
+    KnowledgeGroup,
+    KnowledgeItem,
+    KnowledgeSearchResult,
+    SearchResponse,
+)
+
+class UsageError(Exception):
+    """A command-line mistake argparse cannot see (exit code 2)."""
+
+
+# --- JSON shapes ----------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def base_json(base: KnowledgeBase, item_count: int | None = None) -> dict[str, Any]:
+    out = {
+        "id": base.id,
+        "name": base.name,
+        "emoji": base.emoji,
+        "group_id": base.group_id,
+        "status": _plain(base.status),
+        "error": _plain(base.error),
+        "embedding_model_id": base.embedding_model_id,
+        "dimensions": base.dimensions,
+        "rerank_model_id": base.rerank_model_id,
+        "chunk_size": base.chunk_size,
+        "chunk_overlap": base.chunk_overlap,
+        "threshold": base.threshold,
+        "document_count": base.document_count,
+        "top_k": base.top_k,
+        "search_mode": _plain(base.search_mode),
+        "hybrid_alpha": base.hybrid_alpha,
+        "created_at": base.created_at,
+        "updated_at": base.updated_at,
+    }
+    if item_count is not None:
+        out["item_count"] = item_count
+    return out
+
+
+def item_json(item: KnowledgeItem) -> dict[str, Any]:
+    data = asdict(item.data)
+    return {
+        "id": item.id,
+        "base_id": item.base_id,
+        "group_id": item.group_id,
+        "type": _plain(item.type),
+        "name": item.display_name,
+        "source": item.source,
+        "status": _plain(item.status),
+        "phase": _plain(item.phase),
+        "error": item.error,
+        "data": data,
+        "created_at": item.created_at,
+        "updated_at": item.updated_at,
+    }
+
+
+def result_json(result: KnowledgeSearchResult) -> dict[str, Any]:
+    return {
+        "rank": result.rank,
+        "score": result.score,
+        "score_kind": _plain(result.score_kind),
+        "item_id": result.item_id,
+        "chunk_id": result.chunk_id,
+        "source": result.metadata.get("source"),
+        "text": result.page_content,
+        "metadata": result.metadata,
+    }
+
+
+def search_json(query: str, mode: str, response: SearchResponse) -> dict[str, Any]:
+    return {
+        "query": query,
+        "mode": mode,
+        "degraded": response.degraded,
+        "reason": response.reason,
+        "results": [result_json(r) for r in response.results],
+    }
+
+
+def chunk_json(chunk: ChunkRecord) -> dict[str, Any]:
+    return {
+        "id": chunk.id,
+        "item_id": chunk.item_id,
+        "chunk_index": chunk.chunk_index,
+        "text": chunk.text,
+        "metadata": chunk.metadata,
+    }
+
+
+def model_json(model: EmbeddingModelInfo) -> dict[str, Any]:
+    return {"id": model.id, "provider": model.provider, "model": model.model, "dimensions": model.dimensions}
+
+
+def group_json(group: KnowledgeGroup) -> dict[str, Any]:
+    return {"id": group.id, "name": group.name, "created_at": group.created_at, "updated_at": group.updated_at}
+
+
+def dump(value: Any, out: TextIO | None = None) -> None:
+    """One JSON document, pretty enough to read, stable keys order (as built)."""
+    out = out or sys.stdout
+    out.write(json.dumps(value, ensure_ascii=False, indent=2, default=_plain) + "\n")
+
+
+def dump_line(value: Any, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    out.write(json.dumps(value, ensure_ascii=False, default=_plain) + "\n")
+
+
+# --- text for people ------------------------------------------------------
+
+
+def table(rows: Sequence[Sequence[str]], headers: Sequence[str], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    if not rows:
+        return
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
+    widths[-1] = 0  # the last column is never padded
+    for row in [headers, *rows]:
+        out.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n")
+
+
+def base_status_label(base: KnowledgeBase) -> str:
+    if base.is_usable:
+        return "ready"
+    return f"failed: {_plain(base.error)} (restore it)"
+
+
+def base_lines(base: KnowledgeBase, item_count: int | None, group_name: str | None) -> list[str]:
+    rows = [
+        ("name", f"{base.emoji} {base.name}"),
+        ("id", base.id),
+        ("status", base_status_label(base)),
+        ("group", group_name or "-"),
+        ("model", base.embedding_model_id or "- (missing; restore with a model available here)"),
+        ("dimensions", _dash(base.dimensions)),
+        ("rerank model", _dash(base.rerank_model_id)),
+        ("chunk size", f"{base.chunk_size} tokens, overlap {base.chunk_overlap}"),
+        ("search mode", _plain(base.search_mode) + (f" (alpha {base.hybrid_alpha})" if base.hybrid_alpha is not None else "")),
+        ("top-K", str(base.top_k)),
+        ("threshold", _dash(base.threshold)),
+        ("items", _dash(item_count)),
+        ("created", base.created_at),
+        ("updated", base.updated_at),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return [f"{k.ljust(width)}  {v}" for k, v in rows]
+
+
+def item_status_label(item: KnowledgeItem) -> str:
+    status = _plain(item.status)
+    if item.phase is not None:
+        return f"{status}/{_plain(item.phase)}"
+    return status
+
+
+def item_rows(items: Iterable[KnowledgeItem], depth: dict[str, int] | None = None) -> list[list[str]]:
+    rows = []
+    for item in items:
+        indent = "  " * (depth or {}).get(item.id, 0)
+        status = item_status_label(item)
+        if item.error:
+            status += f": {item.error}"
+        rows.append([item.id, _plain(item.type), indent + item.display_name, status])
+    return rows
+
+
+def snippet(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)

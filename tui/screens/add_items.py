@@ -1,0 +1,128 @@
+"""Add items: a file or folder picked from a DirectoryTree, a URL, a sitemap, a note.
+
+One tab per item type; Ctrl+S (or the button) adds what the active tab holds.
+The dialog only closes when the service accepted the input; a refusal (bad
+path, bad URL, empty note) is shown in the dialog, naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, DirectoryTree, Input, Label, Static, Switch, TabbedContent, TabPane, TextArea
+
+from core.models import ItemInput
+from tui.screens.common import Dialog, Loaded
+
+
+class FolderTree(DirectoryTree):
+    """Only folders (hidden ones left out)."""
+
+    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
+        return [p for p in paths if p.is_dir() and not p.name.startswith(".")]
+
+
+class FileTree(DirectoryTree):
+    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
+        return [p for p in paths if not p.name.startswith(".")]
+
+
+class AddItemsScreen(Dialog):
+    """dismiss(list[KnowledgeItem]) once accepted, None on cancel."""
+
+    def __init__(self, base_id: str, base_name: str, start_dir: Path, initial_tab: str = "file") -> None:
+        super().__init__()
+        self.base_id = base_id
+        self.base_name = base_name
+        self.start_dir = start_dir
+        self.initial_tab = initial_tab
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog add"):
+            yield Label(f"Add to “{self.base_name}”", classes="dialog-title")
+            with TabbedContent(initial=self.initial_tab, id="tabs"):
+                with TabPane("File", id="file"):
+                    yield FileTree(self.start_dir, id="file-tree")
+                    yield Input(placeholder="path of a file (pick above or type)", id="file-path")
+                with TabPane("Folder", id="folder"):
+                    yield FolderTree(self.start_dir, id="folder-tree")
+                    yield Input(placeholder="path of a folder (pick above or type)", id="folder-path")
+                    yield Horizontal(Switch(value=False, id="watch"), Label("Watch for changes"),
+                                     classes="switch-row")
+                with TabPane("URL", id="url"):
+                    yield Input(placeholder="https://example.org/page", id="url-input")
+                    yield Static("The page is fetched and its main text extracted.", classes="dialog-hint")
+                with TabPane("Sitemap", id="sitemap"):
+                    yield Input(placeholder="https://example.org/sitemap.xml", id="sitemap-input")
+                    yield Static("Every page the sitemap lists becomes an item.", classes="dialog-hint")
+                with TabPane("Note", id="note"):
+                    yield TextArea(id="note-text", soft_wrap=True, show_line_numbers=False)
+                    yield Input(placeholder="source URL (optional)", id="note-source")
+            yield Static("", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Add (Ctrl+S)", variant="primary", id="add")
+                yield Button("Cancel (Esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.show_error(None)
+        for tree in self.query(DirectoryTree):
+            tree.show_root = False
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        focus = {"file": "#file-tree", "folder": "#folder-tree", "url": "#url-input",
+                 "sitemap": "#sitemap-input", "note": "#note-text"}.get(event.pane.id or "")
+        if focus:
+            self.query_one(focus).focus()
+
+    def on_directory_tree_file_selected(self, event: DirectoryTree.FileSelected) -> None:
+        self.query_one("#file-path", Input).value = str(event.path)
+
+    def on_directory_tree_directory_selected(self, event: DirectoryTree.DirectorySelected) -> None:
+        if event.control.id == "folder-tree":
+            self.query_one("#folder-path", Input).value = str(event.path)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "add":
+            self.action_submit()
+        else:
+            self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_submit()
+
+    def build_input(self) -> ItemInput | None:
+        tab = self.query_one(TabbedContent).active
+        value = lambda wid: self.query_one(f"#{wid}", Input).value.strip()  # noqa: E731
+        if tab == "file":
+            return ItemInput("file", {"path": value("file-path")})
+        if tab == "folder":
+            return ItemInput("directory", {"path": value("folder-path"),
+                                           "watch": self.query_one("#watch", Switch).value})
+        if tab == "url":
+            return ItemInput("url", {"url": value("url-input")})
+        if tab == "sitemap":
+            return ItemInput("sitemap", {"url": value("sitemap-input")})
+        if tab == "note":
+            data = {"content": self.query_one("#note-text", TextArea).text}
+            if value("note-source"):
+                data["source_url"] = value("note-source")
+            return ItemInput("note", data)
+        return None
+
+    def action_submit(self) -> None:
+        item = self.build_input()
+        if item is None:
+            return
+        self.show_error(None)
+        self.run_call("add", self.ks.add_items(self.base_id, [item]))
+
+    def on_loaded(self, message: Loaded) -> None:
+        message.stop()
+        if message.error:
+            self.show_error(message.error)
+        else:
+            self.dismiss(message.value)

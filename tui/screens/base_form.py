@@ -1,0 +1,210 @@
+"""Create or edit a base: model (from every provider), dimensions, chunking, search.
+
+The model list and the dimension probe come from the service in workers; the
+form stays usable while they load. Validation is the service's: its
+ValidationError names the field and is shown under the form, the dialog stays
+open so nothing typed is lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Input, Label, Select, Static
+
+from core.models import KnowledgeBase, ModelListing
+from tui.screens.common import Dialog, Loaded
+
+SEARCH_MODES = [("hybrid", "hybrid"), ("vector (default)", "default"), ("bm25 (keywords)", "bm25")]
+
+
+def _field(label: str, widget: Any) -> Horizontal:
+    return Horizontal(Label(label, classes="field-label"), widget, classes="field")
+
+
+class BaseFormScreen(Dialog):
+    """dismiss(KnowledgeBase) after a successful create/update, None on cancel."""
+
+    def __init__(self, base: KnowledgeBase | None = None, group_name: str = "", default_model: str = "") -> None:
+        super().__init__()
+        self.base = base
+        self.group_name = group_name
+        self.default_model = default_model
+        self._probe_serial = 0
+
+    @property
+    def editing(self) -> bool:
+        return self.base is not None
+
+    def compose(self) -> ComposeResult:
+        b = self.base
+        title = f"Edit base “{b.name}”" if b else "New knowledge base"
+        model_value = b.embedding_model_id if b and b.embedding_model_id else self.default_model
+        with Vertical(classes="dialog form"):
+            yield Label(title, classes="dialog-title")
+            with VerticalScroll():
+                yield _field("Name", Input(b.name if b else "", placeholder="e.g. Handbook", id="name"))
+                yield _field("Emoji", Input(b.emoji if b else "📁", id="emoji", max_length=8))
+                yield _field("Group", Input(self.group_name, placeholder="(none)", id="group"))
+                yield _field("Model", Select([(model_value, model_value)] if model_value else [],
+                                             value=model_value or Select.NULL, id="model",
+                                             allow_blank=not model_value, disabled=self.editing))
+                yield _field("Dimensions", Input(str(b.dimensions) if b and b.dimensions else "",
+                                                 placeholder="detected from the model", type="integer",
+                                                 id="dimensions", disabled=self.editing))
+                yield _field("Chunk size", Input(str(b.chunk_size) if b else "1024", type="integer",
+                                                 id="chunk_size"))
+                yield _field("Chunk overlap", Input(str(b.chunk_overlap) if b else "200", type="integer",
+                                                    id="chunk_overlap"))
+                yield _field("Threshold", Input("" if not b or b.threshold is None else str(b.threshold),
+                                                placeholder="0..1, blank = none", type="number", id="threshold"))
+                yield _field("Top-K", Input(str(b.document_count) if b and b.document_count else "",
+                                            placeholder="10", type="integer", id="document_count"))
+                yield _field("Search mode", Select(SEARCH_MODES, value=b.search_mode.value if b else "hybrid",
+                                                   allow_blank=False, id="search_mode"))
+                yield _field("Hybrid alpha", Input("" if not b or b.hybrid_alpha is None else str(b.hybrid_alpha),
+                                                   placeholder="0.5", type="number", id="hybrid_alpha"))
+                yield _field("Rerank model", Input(b.rerank_model_id or "" if b else "",
+                                                   placeholder="provider::model, blank = none", id="rerank"))
+                yield Static("", id="model-note", classes="dialog-hint")
+            yield Static("", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Save (Ctrl+S)", variant="primary", id="save")
+                yield Button("Cancel (Esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.show_error(None)
+        self.query_one("#name", Input).focus()
+        if not self.editing:
+            self.run_call("models", self.ks.list_embedding_models())
+
+    # --- background results ------------------------------------------------
+
+    def on_loaded(self, message: Loaded) -> None:
+        message.stop()
+        if message.what == "models":
+            self._show_models(message)
+        elif message.what.startswith("dims:"):
+            if int(message.what.split(":")[1]) != self._probe_serial:
+                return
+            note = self.query_one("#model-note", Static)
+            if message.error:
+                note.update(f"Dimensions not detected: {message.error}")
+            else:
+                self.query_one("#dimensions", Input).value = str(message.value)
+                note.update(f"Detected {message.value} dimensions.")
+        elif message.what == "save":
+            if message.error:
+                self.show_error(message.error)
+            else:
+                self.dismiss(message.value)
+
+    def _show_models(self, message: Loaded) -> None:
+        select = self.query_one("#model", Select)
+        note = self.query_one("#model-note", Static)
+        if message.error:
+            note.update(f"Models could not be listed: {message.error}")
+            return
+        listing: ModelListing = message.value
+        current = select.value
+        ids = [m.id for m in listing.models]
+        if isinstance(current, str) and current not in ids:
+            ids.insert(0, current)
+        select.set_options([(i, i) for i in ids])
+        if isinstance(current, str):
+            select.value = current
+        elif ids:
+            select.value = ids[0]
+        if listing.errors:
+            note.update("Unavailable: " + "; ".join(f"{p}: {e}" for p, e in sorted(listing.errors.items())))
+        self._probe()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "model" and not self.editing:
+            self.query_one("#dimensions", Input).value = ""
+            self._probe()
+
+    def _probe(self) -> None:
+        model = self.query_one("#model", Select).value
+        if isinstance(model, str) and not self.editing:
+            self._probe_serial += 1
+            self.run_call(f"dims:{self._probe_serial}", self.ks.detect_dimensions(model))
+
+    # --- submit --------------------------------------------------------------
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self.action_submit()
+        else:
+            self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_submit()
+
+    def _value(self, wid: str) -> str:
+        return self.query_one(f"#{wid}", Input).value.strip()
+
+    def _number(self, wid: str, kind: type) -> Any:
+        raw = self._value(wid)
+        if not raw:
+            return None
+        try:
+            return kind(raw)
+        except ValueError:
+            return raw  # the service names the field
+
+    def collect(self) -> dict[str, Any]:
+        config: dict[str, Any] = {
+            "name": self._value("name"),
+            "emoji": self._value("emoji") or "📁",
+            "chunk_size": self._number("chunk_size", int),
+            "chunk_overlap": self._number("chunk_overlap", int),
+            "threshold": self._number("threshold", float),
+            "document_count": self._number("document_count", int),
+            "search_mode": self.query_one("#search_mode", Select).value,
+            "rerank_model_id": self._value("rerank") or None,
+        }
+        alpha = self._number("hybrid_alpha", float)
+        if config["search_mode"] == "hybrid":
+            config["hybrid_alpha"] = alpha
+        else:
+            config["hybrid_alpha"] = None
+        for key in ("chunk_size", "chunk_overlap"):
+            if config[key] is None:
+                del config[key]
+        return config
+
+    def action_submit(self) -> None:
+        config = self.collect()
+        group = self._value("group")
+        self.show_error(None)
+        if self.editing:
+            assert self.base is not None
+            self.run_call("save", self._update(self.base.id, config, group))
+        else:
+            model = self.query_one("#model", Select).value
+            dims = self._number("dimensions", int)
+            self.run_call("save", self._create(config, group, model if isinstance(model, str) else None, dims))
+
+    async def _group_id(self, name: str) -> str | None:
+        if not name:
+            return None
+        for group in await self.ks.list_groups():
+            if group.name.casefold() == name.casefold():
+                return group.id
+        return (await self.ks.create_group(name)).id
+
+    async def _create(self, config: dict[str, Any], group: str, model: str | None, dims: Any) -> KnowledgeBase:
+        name = config.pop("name")
+        config = {k: v for k, v in config.items() if v is not None}
+        group_id = await self._group_id(group)
+        if group_id:
+            config["group_id"] = group_id
+        return await self.ks.create_base(name, model, dims, **config)
+
+    async def _update(self, base_id: str, config: dict[str, Any], group: str) -> KnowledgeBase:
+        config["group_id"] = await self._group_id(group)
+        return await self.ks.update_base(base_id, config)

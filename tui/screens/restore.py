@@ -1,0 +1,100 @@
+"""Restore a base: rebuild it (root items re-indexed) with a model available here."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Input, Label, Select, Static
+
+from core.models import KnowledgeBase, ModelListing
+from tui.screens.common import Dialog, Loaded
+
+
+class RestoreScreen(Dialog):
+    """dismiss(new KnowledgeBase) after a successful restore, None on cancel."""
+
+    def __init__(self, base: KnowledgeBase, default_model: str) -> None:
+        super().__init__()
+        self.base = base
+        self.default_model = default_model
+        self._probe_serial = 0
+
+    def compose(self) -> ComposeResult:
+        b = self.base
+        why = (
+            "Its embedding model is missing here; pick one that exists to rebuild it."
+            if not b.is_usable
+            else "Rebuild it with another embedding model (a new base is created, items re-indexed)."
+        )
+        with Vertical(classes="dialog form restore"):
+            yield Label(f"Restore “{b.name}”", classes="dialog-title")
+            yield Static(why, classes="dialog-body")
+            yield Horizontal(Label("Model", classes="field-label"),
+                             Select([(self.default_model, self.default_model)], value=self.default_model,
+                                    allow_blank=False, id="model"), classes="field")
+            yield Horizontal(Label("Dimensions", classes="field-label"),
+                             Input("", type="integer", placeholder="detected", id="dimensions"), classes="field")
+            yield Horizontal(Label("New name", classes="field-label"),
+                             Input("", placeholder=f"{b.name} (restored)", id="name"), classes="field")
+            yield Static("", id="model-note", classes="dialog-hint")
+            yield Static("", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Restore (Ctrl+S)", variant="primary", id="restore")
+                yield Button("Cancel (Esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.show_error(None)
+        self.run_call("models", self.ks.list_embedding_models())
+        self._probe()
+
+    def _probe(self) -> None:
+        model = self.query_one("#model", Select).value
+        if isinstance(model, str):
+            self._probe_serial += 1
+            self.run_call(f"dims:{self._probe_serial}", self.ks.detect_dimensions(model))
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self.query_one("#dimensions", Input).value = ""
+        self._probe()
+
+    def on_loaded(self, message: Loaded) -> None:
+        message.stop()
+        if message.what == "models" and not message.error:
+            listing: ModelListing = message.value
+            select = self.query_one("#model", Select)
+            current = select.value
+            ids = [m.id for m in listing.models] or [self.default_model]
+            with select.prevent(Select.Changed):
+                select.set_options([(i, i) for i in ids])
+                select.value = current if current in ids else ids[0]
+            if current not in ids:
+                self._probe()
+        elif message.what.startswith("dims:"):
+            if int(message.what.split(":")[1]) != self._probe_serial:
+                return
+            if message.error:
+                self.query_one("#model-note", Static).update(f"Dimensions not detected: {message.error}")
+            else:
+                self.query_one("#dimensions", Input).value = str(message.value)
+        elif message.what == "restore":
+            if message.error:
+                self.show_error(message.error)
+            else:
+                self.dismiss(message.value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "restore":
+            self.action_submit()
+        else:
+            self.dismiss(None)
+
+    def action_submit(self) -> None:
+        model = self.query_one("#model", Select).value
+        raw = self.query_one("#dimensions", Input).value.strip()
+        name = self.query_one("#name", Input).value.strip() or None
+        try:
+            dims: object = int(raw) if raw else None
+        except ValueError:
+            dims = raw
+        self.show_error(None)
+        self.run_call("restore", self.ks.restore_base(self.base.id, model, dims, name))

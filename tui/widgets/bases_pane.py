@@ -1,0 +1,97 @@
+"""The bases pane: bases grouped by group name, with emoji, status and item count."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from core.models import BaseStatus, KnowledgeBase, KnowledgeGroup
+
+UNGROUPED = "Ungrouped"
+
+
+def base_prompt(base: KnowledgeBase, count: int | None, notice: str | None = None) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{base.emoji} ")
+    t.append(base.name, "bold")
+    if count is not None:
+        t.append(f"  {count}", "dim")
+    if base.status == BaseStatus.FAILED:
+        why = base.error.value.replace("_", " ") if base.error else "failed"
+        t.append(f"\n   ✘ {why} — R restores", "bold red")
+    if notice:
+        t.append(f"\n   ⚠ {notice}", "red")
+    return t
+
+
+class BasesPane(OptionList):
+    """Options are bases (id = base id); group headings are disabled options."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="list.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="list.up"),
+    ]
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.bases: dict[str, KnowledgeBase] = {}
+        self.counts: dict[str, int] = {}
+        self.notices: dict[str, str] = {}
+        self._layout: list[str] = []
+
+    @property
+    def current_base(self) -> KnowledgeBase | None:
+        option = self.highlighted_option
+        if option is None or option.id is None:
+            return None
+        return self.bases.get(option.id)
+
+    def show_bases(self, bases: list[KnowledgeBase], groups: list[KnowledgeGroup], counts: dict[str, int]) -> None:
+        """Replace the content; keeps the highlighted base (by id) where it still exists."""
+        keep = self.highlighted_option.id if self.highlighted_option is not None else None
+        self.bases = {b.id: b for b in bases}
+        self.counts = dict(counts)
+        group_names = {g.id: g.name for g in groups}
+        by_group: dict[str, list[KnowledgeBase]] = {}
+        for base in bases:
+            name = group_names.get(base.group_id, UNGROUPED) if base.group_id else UNGROUPED
+            by_group.setdefault(name, []).append(base)
+        order = sorted(by_group, key=lambda n: (n == UNGROUPED, n.casefold()))
+        options: list[Option] = []
+        layout: list[str] = []
+        show_headings = len(order) > 1 or (order and order[0] != UNGROUPED)
+        for name in order:
+            if show_headings:
+                options.append(Option(Text(name, "bold underline"), id=f"group:{name}", disabled=True))
+                layout.append(f"group:{name}")
+            for base in sorted(by_group[name], key=lambda b: (b.name.casefold(), b.id)):
+                options.append(Option(base_prompt(base, counts.get(base.id), self.notices.get(base.id)), id=base.id))
+                layout.append(base.id)
+        if layout == self._layout:
+            # same shape: replace prompts in place, the highlight and scroll stay put
+            for option in options:
+                if option.id and not option.id.startswith("group:"):
+                    self.replace_option_prompt(option.id, option.prompt)
+            return
+        self._layout = layout
+        self.clear_options()
+        self.add_options(options)
+        target = keep if keep in self.bases else next(iter(i for i in layout if not i.startswith("group:")), None)
+        if target is not None:
+            self.highlighted = self.get_option_index(target)
+
+    def update_counts(self, counts: dict[str, int]) -> None:
+        self.counts = dict(counts)
+        for base_id, base in self.bases.items():
+            self.replace_option_prompt(base_id, base_prompt(base, counts.get(base_id), self.notices.get(base_id)))
+
+    def set_notice(self, base_id: str, notice: str | None) -> None:
+        if notice is None:
+            self.notices.pop(base_id, None)
+        else:
+            self.notices[base_id] = notice
+        base = self.bases.get(base_id)
+        if base is not None:
+            self.replace_option_prompt(base_id, base_prompt(base, self.counts.get(base_id), notice))

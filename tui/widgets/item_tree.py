@@ -1,0 +1,277 @@
+"""The item tree: roots of the selected base and, under containers, their children.
+
+Loading is lazy and chunked (harlequin's model): roots load when a base is
+selected and children when a container is first expanded, one page of 100 at
+a time, each page posted as its own message so a 2,000-file folder grows in
+visible steps instead of freezing the UI. Live state arrives from the app in
+batches (`apply_changes`): labels change in place, so neither the cursor nor
+the scroll position moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from core.errors import KnowledgeError
+from core.models import ItemChanged, ItemPhase, ItemStatus, ItemType, KnowledgeItem
+from tui.messages import ItemsFetched, ItemsPage, ServiceFailed
+
+if TYPE_CHECKING:
+    from tui.app import KtuiApp
+
+PAGE_SIZE = 100
+TYPE_ICONS = {
+    ItemType.FILE: "📄",
+    ItemType.URL: "🌐",
+    ItemType.NOTE: "📝",
+    ItemType.DIRECTORY: "📁",
+    ItemType.SITEMAP: "🧭",
+}
+
+
+@dataclass(slots=True)
+class ItemNode:
+    """What a tree node shows: the item plus its latest live state."""
+
+    item: KnowledgeItem
+    status: ItemStatus
+    phase: ItemPhase | None
+    error: str | None
+    progress: float | None = None
+    loaded: bool = False  # children requested (containers)
+    watch: bool = False
+    notice: str | None = None  # a service error about this item (e.g. a refused reindex)
+
+    @classmethod
+    def of(cls, item: KnowledgeItem) -> ItemNode:
+        return cls(item, item.status, item.phase, item.error, watch=bool(getattr(item.data, "watch", False)))
+
+
+def status_text(status: ItemStatus, phase: ItemPhase | None, progress: float | None, error: str | None) -> Text:
+    t = Text()
+    if status == ItemStatus.COMPLETED:
+        t.append("✔ done", "green")
+    elif status == ItemStatus.FAILED:
+        t.append("✘ failed", "bold red")
+        if error:
+            t.append(f": {error}", "red")
+    elif status == ItemStatus.PROCESSING:
+        t.append(f"◌ {phase.value if phase else 'processing'}", "yellow")
+        if progress is not None and phase == ItemPhase.EMBEDDING:
+            t.append(f" {progress * 100:3.0f}%", "bold yellow")
+    else:
+        t.append("· queued", "dim")
+    return t
+
+
+def node_label(node: ItemNode) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(TYPE_ICONS.get(node.item.type, "•") + " ")
+    t.append(node.item.display_name, "bold" if node.item.type.is_container else "")
+    if node.watch:
+        t.append(" 👁", "dim")
+    t.append("  ")
+    t.append_text(status_text(node.status, node.phase, node.progress, node.error))
+    if node.notice:
+        t.append(f"  ⚠ {node.notice}", "red")
+    return t
+
+
+class ItemTree(Tree[ItemNode]):
+    """Items of one base. `base_id` is None until a base is selected."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="list.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="list.up"),
+    ]
+
+    def __init__(self, **kw) -> None:
+        super().__init__("items", **kw)
+        self.show_root = False
+        self.auto_expand = False
+        self.guide_depth = 3
+        self.base_id: str | None = None
+        self.generation = 0
+        self.nodes_by_id: dict[str, TreeNode[ItemNode]] = {}
+        self._fetching: set[str | None] = set()
+
+    @property
+    def ktui(self) -> KtuiApp:
+        return self.app  # type: ignore[return-value]
+
+    # --- loading ----------------------------------------------------------
+
+    def load_base(self, base_id: str | None) -> None:
+        """Show the items of `base_id` (None: empty), discarding pages in flight."""
+        self.generation += 1
+        self.base_id = base_id
+        self.nodes_by_id.clear()
+        self.clear()
+        if base_id is not None:
+            self._load_children(None)
+
+    def reload(self) -> None:
+        cursor = self.cursor_node.data.item.id if self.cursor_node and self.cursor_node.data else None
+        self.load_base(self.base_id)
+        self._restore_cursor = cursor
+
+    _restore_cursor: str | None = None
+
+    def _load_children(self, parent_id: str | None) -> None:
+        base_id, generation = self.base_id, self.generation
+        assert base_id is not None
+        self.run_worker(self._fetch_pages(base_id, parent_id, generation), group=f"tree-{parent_id}",
+                        exclusive=True, exit_on_error=False)
+
+    async def _fetch_pages(self, base_id: str, parent_id: str | None, generation: int) -> None:
+        page = 1
+        while True:
+            try:
+                result = await self.ktui.ks.list_items(base_id, group_id=parent_id, page=page, limit=PAGE_SIZE)
+            except KnowledgeError as exc:
+                self.post_message(ServiceFailed("Loading items failed", str(exc), base_id=base_id))
+                return
+            self.post_message(ItemsPage(base_id, parent_id, result.items, result.total, generation,
+                                        replace=page == 1))
+            if page >= result.pages:
+                return
+            page += 1
+            await asyncio.sleep(0)  # let the page render before fetching the next chunk
+
+    def on_items_page(self, message: ItemsPage) -> None:
+        message.stop()
+        if message.generation != self.generation or message.base_id != self.base_id:
+            return
+        if message.parent_id is None:
+            parent = self.root
+        else:
+            parent = self.nodes_by_id.get(message.parent_id)
+            if parent is None:
+                return
+        self._add_items(parent, message.items, at_top=False)
+        if self._restore_cursor and self._restore_cursor in self.nodes_by_id:
+            self.move_cursor(self.nodes_by_id[self._restore_cursor])
+            self._restore_cursor = None
+        elif self.cursor_line < 0 and self.root.children:
+            self.cursor_line = 0
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[ItemNode]) -> None:
+        data = event.node.data
+        if data is not None and data.item.type.is_container and not data.loaded:
+            data.loaded = True
+            self._load_children(data.item.id)
+
+    def _add_items(self, parent: TreeNode[ItemNode], items: list[KnowledgeItem], *, at_top: bool) -> None:
+        anchor = self._first_visible()
+        added = 0
+        for item in items:
+            if item.id in self.nodes_by_id:
+                continue
+            data = ItemNode.of(item)
+            kw = {"before": 0} if at_top and parent.children else {}
+            node = parent.add(node_label(data), data, allow_expand=item.type.is_container, **kw)
+            self.nodes_by_id[item.id] = node
+            added += 1
+        if added and at_top:
+            self._keep_viewport(anchor)
+
+    def _first_visible(self) -> TreeNode[ItemNode] | None:
+        return self.get_node_at_line(int(self.scroll_y)) if self.scroll_y > 0 else None
+
+    def _keep_viewport(self, anchor: TreeNode[ItemNode] | None) -> None:
+        """Lines inserted above the viewport must not scroll what the user is reading."""
+        if anchor is None:
+            return
+        self._tree_lines  # rebuild now so _line is current  # noqa: B018
+        self.scroll_to(y=anchor._line, animate=False, immediate=True)
+
+    # --- live updates (called by the app with one coalesced batch) ---------
+
+    def apply_changes(self, changes: dict[str, ItemChanged]) -> None:
+        for item_id, ev in changes.items():
+            node = self.nodes_by_id.get(item_id)
+            if node is None or node.data is None:
+                continue
+            data = node.data
+            data.status, data.phase, data.error = ev.status, ev.phase, ev.error
+            data.notice = None
+            data.progress = ev.progress if ev.status == ItemStatus.PROCESSING else None
+            node.set_label(node_label(data))
+
+    def remove_items(self, item_ids: tuple[str, ...] | list[str]) -> None:
+        for item_id in item_ids:
+            node = self.nodes_by_id.pop(item_id, None)
+            if node is None:
+                continue
+            for child_id in [i for i, n in self.nodes_by_id.items() if _is_descendant(n, node)]:
+                self.nodes_by_id.pop(child_id, None)
+            node.remove()
+
+    def items_added(self, parent_id: str | None, item_ids: tuple[str, ...]) -> None:
+        """New rows exist: fetch them if their parent is on screen."""
+        if parent_id is not None:
+            parent = self.nodes_by_id.get(parent_id)
+            if parent is None or parent.data is None or not parent.data.loaded:
+                return
+        ids = [i for i in item_ids if i not in self.nodes_by_id]
+        if not ids or self.base_id is None:
+            return
+        if len(ids) > PAGE_SIZE:
+            # a big expansion: reload that level page by page instead of N lookups
+            if parent_id is None:
+                self.reload()
+            else:
+                parent = self.nodes_by_id[parent_id]
+                for child_id in [i for i, n in self.nodes_by_id.items() if _is_descendant(n, parent)]:
+                    self.nodes_by_id.pop(child_id, None)
+                parent.remove_children()
+                self._load_children(parent_id)
+            return
+        self.run_worker(self._fetch_ids(self.base_id, ids, self.generation), exit_on_error=False)
+
+    async def _fetch_ids(self, base_id: str, ids: list[str], generation: int) -> None:
+        items = []
+        for item_id in ids:
+            try:
+                items.append(await self.ktui.ks.get_item(item_id))
+            except KnowledgeError:
+                continue  # deleted meanwhile
+        self.post_message(ItemsFetched(base_id, items, generation))
+
+    def on_items_fetched(self, message: ItemsFetched) -> None:
+        message.stop()
+        if message.generation != self.generation or message.base_id != self.base_id:
+            return
+        for item in message.items:
+            parent = self.root if item.group_id is None else self.nodes_by_id.get(item.group_id)
+            if parent is not None:
+                self._add_items(parent, [item], at_top=True)
+        if self.cursor_line < 0 and self.root.children:
+            self.cursor_line = 0
+
+    def set_item_error(self, item_id: str, error: str) -> None:
+        node = self.nodes_by_id.get(item_id)
+        if node is not None and node.data is not None:
+            node.data.notice = error
+            node.set_label(node_label(node.data))
+
+    @property
+    def current_item(self) -> KnowledgeItem | None:
+        node = self.cursor_node
+        return node.data.item if node is not None and node.data is not None else None
+
+
+def _is_descendant(node: TreeNode, ancestor: TreeNode) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
