@@ -129,6 +129,13 @@ class BuiltinProvider(EmbeddingProvider):
 
     def __init__(self, config: ProviderConfig | None = None):
         super().__init__(config or ProviderConfig(name="builtin", kind="builtin"))
+        self._sem: asyncio.Semaphore | None = None
+
+    def _limit(self) -> asyncio.Semaphore:
+        # ProviderConfig.concurrency worker threads at most: more would only fight over 2 cores
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(max(1, self.config.concurrency))
+        return self._sem
 
     def _dims(self, model: str) -> int:
         dims = BUILTIN_MODELS.get(model)
@@ -141,7 +148,8 @@ class BuiltinProvider(EmbeddingProvider):
 
     async def embed(self, model: str, texts: list[str]) -> np.ndarray:
         dims = self._dims(model)
-        return await asyncio.to_thread(lambda: load_model().embed(texts, dims))
+        async with self._limit():
+            return await asyncio.to_thread(lambda: load_model().embed(texts, dims))
 
     async def list_models(self) -> list[EmbeddingModelInfo]:
         return [EmbeddingModelInfo(model_id(self.name, m), self.name, m, d) for m, d in BUILTIN_MODELS.items()]

@@ -30,6 +30,7 @@ CACHE_FILE = "embedding-cache.sqlite"
 PROBE_TEXT = "ktui dimension probe: the quick brown fox jumps over the lazy dog"
 EMBEDDING_KINDS = ("builtin", "ollama", "openai")
 RERANK_KINDS = ("rerank", "tei-rerank")
+_HASH_OFF_LOOP_CHARS = 1_000_000
 
 ProgressFn = Callable[[int, int], None]
 
@@ -144,7 +145,10 @@ class EmbeddingService:
         if not total:
             return np.zeros((0, dimensions or 0), dtype=np.float32)
         where = f"Model '{model_id}'"
-        keys = [cache_key(model_id, t) for t in texts]
+        if sum(len(t) for t in texts) > _HASH_OFF_LOOP_CHARS:  # hashing megabytes would stall the loop
+            keys = await asyncio.to_thread(lambda: [cache_key(model_id, t) for t in texts])
+        else:
+            keys = [cache_key(model_id, t) for t in texts]
         found = await self.cache.get_many(keys)
         if dimensions is not None:  # a stale entry of another width is a miss, not an error
             found = {k: v for k, v in found.items() if v.shape[0] == dimensions}
