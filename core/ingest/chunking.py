@@ -31,13 +31,14 @@ headings-only sections do not widen it. It is omitted when empty.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.errors import ValidationError
 from core.ingest import markdown
-from core.ingest.tokens import DENSE, SPACE, WORD, estimate_tokens, token_prefix
+from core.ingest.tokens import DENSE, SPACE, WORD, char_classes, estimate_tokens, starts_from_classes
 from core.models import Chunk, Document, ItemType
 
 __all__ = ["estimate_tokens", "chunk_documents", "split_text", "Span", "MARKDOWN_CONTENT_TYPE"]
@@ -127,7 +128,10 @@ class _Splitter:
         self.text = text
         self.size = size
         self.overlap = overlap
-        self.classes, self.cum = token_prefix(text)
+        self.classes = char_classes(text)
+        self.starts = starts_from_classes(self.classes)
+        self.total = int(np.count_nonzero(self.starts))
+        self.cum: np.ndarray = np.empty(0, dtype=np.int64)  # filled only when the text must be cut
         self.sections = markdown.sections(text) if markdown_aware else [markdown.Section(0, (), True)]
         # Atoms as parallel lists: start, end, section index.
         self.a_start: list[int] = []
@@ -140,6 +144,12 @@ class _Splitter:
     # --- atoms ------------------------------------------------------------
 
     def run(self) -> list[Span]:
+        if self.total == 0:
+            return []
+        if self.total <= self.size:  # the common case for notes and small files: one chunk
+            return [Span(0, len(self.text), self.total, 0, self._heading_of(range(len(self.sections))))]
+        self.cum = np.zeros(len(self.text) + 1, dtype=np.int64)
+        np.cumsum(self.starts, out=self.cum[1:])
         bounds = [s.start for s in self.sections] + [len(self.text)]
         for idx in range(len(self.sections)):
             self._unit(bounds[idx], bounds[idx + 1], _SECTION, idx)
@@ -230,7 +240,9 @@ class _Splitter:
     def _heading(self, i: int, j: int) -> tuple[str, ...]:
         if len(self.sections) == 1:
             return self.sections[0].path
-        idxs = sorted(set(self.a_section[i:j]))
+        return self._heading_of(sorted(set(self.a_section[i:j])))
+
+    def _heading_of(self, idxs: Iterable[int]) -> tuple[str, ...]:
         secs = [self.sections[k] for k in idxs]
         with_body = [s.path for s in secs if s.has_body] or [s.path for s in secs]
         return markdown.common_path(with_body)

@@ -1,0 +1,175 @@
+"""Container expansion: a directory into a tree of indexable files (and sitemaps, re-exported).
+
+The walk is what a user expects from "index this folder":
+
+* dot-files and dot-directories are skipped (.git, .venv, .cache, .DS_Store …);
+* so are dependency, build and cache folders by name (`DEFAULT_SKIPPED_DIRS`) and any
+  directory that is a Python virtual environment or conda env (has `pyvenv.cfg` or
+  `conda-meta/`) whatever its name;
+* `.gitignore` files inside the walked folder are honoured with git's semantics
+  (pathspec's GitIgnoreSpec; deeper files override shallower ones, `!` re-includes,
+  an ignored directory is not entered);
+* `settings.exclude` globs (gitignore syntax, relative to the root) skip files and
+  folders; `settings.include` globs, when given, keep only the files they match;
+* symlinks are followed, but every real directory is visited once, so a link loop
+  ends instead of recursing forever, and a linked tree is not listed twice;
+* only files a reader supports are kept, and folders left with nothing are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pathspec
+
+from core.config import IngestSettings
+from core.errors import IngestError
+from core.ingest.readers import is_supported_file
+from core.ingest.sitemap import expand_sitemap
+
+__all__ = ["DirectoryListing", "expand_directory", "expand_sitemap", "walk_directory", "DEFAULT_SKIPPED_DIRS"]
+
+DEFAULT_SKIPPED_DIRS = frozenset(
+    {
+        "node_modules", "bower_components", "jspm_packages", "__pycache__", "__pypackages__",
+        "site-packages", "venv", "virtualenv", "build", "dist", "target", "_build", "htmlcov",
+        "coverage", "out-tsc",
+    }
+)
+"""Folder names skipped anywhere in the tree (besides every name starting with a dot)."""
+
+_MAX_DEPTH = 128
+
+
+@dataclass
+class DirectoryListing:
+    """A folder with indexable content: absolute paths, sorted; empty folders dropped."""
+
+    path: str
+    files: list[str] = field(default_factory=list)
+    subdirs: list[DirectoryListing] = field(default_factory=list)
+
+    def iter_files(self) -> Iterator[str]:
+        """Every file of the tree, depth first (this folder's files before its subfolders')."""
+        yield from self.files
+        for sub in self.subdirs:
+            yield from sub.iter_files()
+
+    @property
+    def file_count(self) -> int:
+        return len(self.files) + sum(sub.file_count for sub in self.subdirs)
+
+
+def _gitwild(patterns: tuple[str, ...]) -> pathspec.PathSpec | None:
+    return pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
+
+
+class _Walker:
+    def __init__(self, root: str, settings: IngestSettings):
+        self.root = root
+        self.include = _gitwild(settings.include)
+        self.exclude = _gitwild(settings.exclude)
+        self.seen_dirs: set[tuple[int, int]] = set()
+
+    @staticmethod
+    def _ignored(rel: str, ignores: list[tuple[str, pathspec.GitIgnoreSpec]]) -> bool:
+        """Git semantics: the last matching pattern across all applicable .gitignore files wins."""
+        verdict: bool | None = None
+        for base, spec in ignores:
+            sub = rel[len(base) + 1 :] if base else rel
+            result = spec.check_file(sub).include
+            if result is not None:
+                verdict = result
+        return bool(verdict)
+
+    @staticmethod
+    def _read_gitignore(directory: str) -> pathspec.GitIgnoreSpec | None:
+        try:
+            with open(os.path.join(directory, ".gitignore"), encoding="utf-8", errors="replace") as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            return None
+        return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+
+    @staticmethod
+    def _is_environment(path: str) -> bool:
+        return os.path.isfile(os.path.join(path, "pyvenv.cfg")) or os.path.isdir(os.path.join(path, "conda-meta"))
+
+    def visit(self, path: str, rel: str, ignores: list[tuple[str, pathspec.GitIgnoreSpec]],
+              depth: int) -> DirectoryListing | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key = (st.st_dev, st.st_ino)
+        if key in self.seen_dirs or depth > _MAX_DEPTH:
+            return None
+        self.seen_dirs.add(key)
+        try:
+            with os.scandir(path) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            if depth == 0:
+                raise
+            return None
+        own = self._read_gitignore(path) if any(e.name == ".gitignore" for e in entries) else None
+        if own is not None:
+            ignores = [*ignores, (rel, own)]
+        listing = DirectoryListing(path)
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            child_rel = f"{rel}/{name}" if rel else name
+            try:
+                is_dir = entry.is_dir()  # follows symlinks
+                is_file = not is_dir and entry.is_file()
+            except OSError:
+                continue
+            if is_dir:
+                if name in DEFAULT_SKIPPED_DIRS or self._is_environment(entry.path):
+                    continue
+                if self._ignored(child_rel + "/", ignores):
+                    continue
+                if self.exclude is not None and self.exclude.match_file(child_rel + "/"):
+                    continue
+                sub = self.visit(entry.path, child_rel, ignores, depth + 1)
+                if sub is not None:
+                    listing.subdirs.append(sub)
+            elif is_file:
+                if not is_supported_file(name) or self._ignored(child_rel, ignores):
+                    continue
+                if self.exclude is not None and self.exclude.match_file(child_rel):
+                    continue
+                if self.include is not None and not self.include.match_file(child_rel):
+                    continue
+                listing.files.append(entry.path)
+        if not listing.files and not listing.subdirs:
+            return None
+        return listing
+
+
+def walk_directory(path: str, settings: IngestSettings) -> DirectoryListing:
+    """Blocking walk (see the module docstring); `expand_directory` runs it in a thread."""
+    root = os.path.abspath(os.path.expanduser(path))
+    if not os.path.exists(root):
+        raise IngestError(f"Directory not found: {path}")
+    if not os.path.isdir(root):
+        raise IngestError(f"Not a directory: {path}")
+    try:
+        listing = _Walker(root, settings).visit(root, "", [], 0)
+    except PermissionError:
+        raise IngestError(f"Directory cannot be read (permission denied): {path}") from None
+    except OSError as exc:
+        raise IngestError(f"Directory cannot be read ({exc.strerror or exc}): {path}") from None
+    if listing is None:
+        raise IngestError("Directory contains no indexable files")
+    return listing
+
+
+async def expand_directory(path: str, settings: IngestSettings) -> DirectoryListing:
+    """Walk `path` off the event loop; IngestError when missing, not a folder, or empty."""
+    return await asyncio.to_thread(walk_directory, path, settings)
