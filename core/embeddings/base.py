@@ -37,7 +37,7 @@ class EmbeddingProvider(ABC):
     async def list_models(self) -> list[EmbeddingModelInfo]:
         """The models this provider offers (dimensions filled where cheaply known)."""
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Release connections."""
 
 
@@ -52,7 +52,7 @@ class RerankProvider(ABC):
                      top_n: int | None = None) -> list[tuple[int, float]]:
         """`(document index, relevance score)` pairs, best first."""
 
-    async def aclose(self) -> None:  # noqa: B027
+    async def aclose(self) -> None:
         """Release connections."""
 
 

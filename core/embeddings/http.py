@@ -19,7 +19,12 @@ from typing import Any
 import httpx
 
 from core.config import ProviderConfig
-from core.errors import EmbeddingShapeError, ModelNotFoundError, ProviderError, ProviderUnavailableError
+from core.errors import (
+    EmbeddingShapeError,
+    ModelNotFoundError,
+    ProviderError,
+    ProviderUnavailableError,
+)
 
 DEFAULT_RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt
 MAX_RETRY_DELAY = 8.0

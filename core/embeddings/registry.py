@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Self
 
 import numpy as np
 
@@ -141,6 +142,9 @@ class EmbeddingService:
         config, model = self.parse_model_id(model_id)
         provider = self._embedder(config)
         texts = list(texts)
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise ValidationError.field("texts", f"item {bad} is {type(texts[bad]).__name__}, not a string")
         total = len(texts)
         if not total:
             return np.zeros((0, dimensions or 0), dtype=np.float32)
@@ -260,11 +264,11 @@ class EmbeddingService:
         for p in provs:
             try:
                 await p.aclose()
-            except Exception as exc:  # closing must not mask the caller's own error
+            except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's own error
                 log.debug("closing provider failed: %s", exc)
         await self.cache.aclose()
 
-    async def __aenter__(self) -> EmbeddingService:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -18,8 +18,7 @@ def tei_rerank_url(base: str) -> str:
     b = base.rstrip("/")
     if b.endswith("/rerank"):
         return b
-    if b.endswith("/v1"):
-        b = b[: -len("/v1")]
+    b = b.removesuffix("/v1")
     return f"{b}/rerank"
 
 

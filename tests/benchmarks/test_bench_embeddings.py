@@ -27,7 +27,7 @@ from tests.support.embedding_server import start_embedding_server
 
 pytestmark = pytest.mark.benchmark
 
-WORDS = (
+WORDS = (  # noqa: SIM905 - a readable word list
     "the of and to in is was for that on with as by at from this be are it an or which have has not but "
     "their more can also its other new one were been all into first after two most such when some these used "
     "they may time would between during than only over about there who many years number known three system "

@@ -10,7 +10,12 @@ import pytest
 
 from core.config import ProviderConfig, Settings
 from core.embeddings import EmbeddingService
-from core.errors import EmbeddingShapeError, ModelNotFoundError, ProviderError, ProviderUnavailableError
+from core.errors import (
+    EmbeddingShapeError,
+    ModelNotFoundError,
+    ProviderError,
+    ProviderUnavailableError,
+)
 from tests.support.embedding_server import deterministic_vectors
 from tests.support.httpserver import Request, Response, serve
 

@@ -11,7 +11,12 @@ import pytest
 from core.config import ProviderConfig, Settings
 from core.embeddings import EmbeddingService
 from core.embeddings.http import versioned_url
-from core.errors import EmbeddingShapeError, ModelNotFoundError, ProviderError, ProviderUnavailableError
+from core.errors import (
+    EmbeddingShapeError,
+    ModelNotFoundError,
+    ProviderError,
+    ProviderUnavailableError,
+)
 from tests.support.embedding_server import deterministic_vectors, start_embedding_server
 from tests.support.httpserver import Request, Response, serve
 

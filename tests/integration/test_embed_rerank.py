@@ -7,7 +7,12 @@ import pytest
 from core.config import ProviderConfig, Settings
 from core.embeddings import EmbeddingService
 from core.embeddings.rerank import tei_rerank_url
-from core.errors import EmbeddingShapeError, ModelNotFoundError, ProviderError, ValidationError
+from core.errors import (
+    EmbeddingShapeError,
+    ModelNotFoundError,
+    ProviderError,
+    ValidationError,
+)
 from tests.support.httpserver import Request, Response, serve
 
 DOCS = ["bread and butter", "embedding models map text to vectors", "vectors in space", "cats"]

@@ -85,6 +85,8 @@ async def test_dimensions_checked_and_empty_input(tmp_path, server):
     with pytest.raises(EmbeddingShapeError, match=f"expected 64, got {DIMS}"):
         await svc.embed("local::m", ["x"], dimensions=64)
     assert (await svc.embed("local::m", [], dimensions=8)).shape == (0, 8)
+    with pytest.raises(ValidationError, match="item 1 is NoneType"):
+        await svc.embed("local::m", ["ok", None])  # type: ignore[list-item]
     q = await svc.embed_query("local::m", "hello", dimensions=DIMS)
     assert q.shape == (DIMS,)
     await svc.aclose()

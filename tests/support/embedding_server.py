@@ -27,6 +27,7 @@ travel over a small control endpoint (``/_control/...``), with the same API.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -36,7 +37,7 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -306,7 +307,7 @@ class EmbeddingServerCore:
             return 404, {"error": "not found"}
         req = json.loads(body or b"null")
         if not isinstance(req, dict):
-            raise ValueError("body must be a JSON object")
+            raise ValueError("body must be a JSON object")  # noqa: TRY004 - answered as HTTP 400
         model = req.get("model")
         if path == "/api/show":
             if not self._known(model):
@@ -386,10 +387,8 @@ async def _serve_connection(core: EmbeddingServerCore, reader: asyncio.StreamRea
     except (ConnectionError, asyncio.IncompleteReadError):
         pass
     finally:
-        try:
+        with contextlib.suppress(Exception):  # the peer may already be gone
             writer.close()
-        except Exception:
-            pass
 
 
 class _ThreadServer:
@@ -519,10 +518,10 @@ class EmbeddingServerHandle:
                 self._proc.wait(5)
             self._proc = None
 
-    def __enter__(self) -> EmbeddingServerHandle:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

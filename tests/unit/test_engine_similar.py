@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from core.engine import MAX_EMBED_CHARS, clear_session_cache
-from core.models import FileItemData, ItemStatus, ItemType, KnowledgeItem, NoteItemData, UrlItemData
+from core.models import (
+    FileItemData,
+    ItemStatus,
+    ItemType,
+    KnowledgeItem,
+    NoteItemData,
+    UrlItemData,
+)
 from core.similar import format_item_for_embedding, rank_similar_items
 from tests.support.embedding_server import deterministic_vectors
 
