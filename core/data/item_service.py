@@ -281,28 +281,35 @@ class KnowledgeItemService:
     ) -> list[KnowledgeItem]:
         if not item_ids:
             return []
+        ids = list(dict.fromkeys(item_ids))
         async with self._db.transaction() as conn:
-            items = await self._get_many(conn, list(item_ids))
-            if len(items) != len(set(item_ids)):
-                found = {i.id for i in items}
-                raise NotFoundError("Knowledge item", next(i for i in item_ids if i not in found))
-            for item in items:
-                check_state(item.type, status, phase, error)
-            now = utc_now()
-            ids = [i.id for i in items]
+            before: dict[str, Any] = {}
             for part in _chunks(ids):
-                await conn.execute(
+                async with conn.execute(
+                    f"SELECT id, type, status, group_id FROM knowledge_item WHERE id IN ({_marks(len(part))})", part
+                ) as cur:
+                    before.update({r["id"]: r for r in await cur.fetchall()})
+            missing = [i for i in ids if i not in before]
+            if missing:
+                raise NotFoundError("Knowledge item", missing[0])
+            for row in before.values():
+                check_state(ItemType(row["type"]), status, phase, error)
+            now = utc_now()
+            updated: dict[str, KnowledgeItem] = {}
+            for part in _chunks(ids):
+                async with conn.execute(
                     f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ? "
-                    f"WHERE id IN ({_marks(len(part))})",
+                    f"WHERE id IN ({_marks(len(part))}) RETURNING {ITEM_COLUMNS}",
                     (status.value, phase.value if phase else None, error, now, *part),
-                )
-            changed = await self._get_many(conn, ids)
-            parents = {i.group_id for i in items if i.group_id is not None}
+                ) as cur:
+                    updated.update({r["id"]: item_from_row(r) for r in await cur.fetchall()})
+            # a parent's state depends on its children's statuses only: a phase change cannot alter it
+            parents = {r["group_id"] for r in before.values() if r["group_id"] is not None and r["status"] != status}
             if status == ItemStatus.PROCESSING and phase is None:
                 # a container whose own work is done takes its state from its children
-                parents |= {i.id for i in items if i.type in CONTAINER_TYPES}
+                parents |= {r["id"] for r in before.values() if ItemType(r["type"]) in CONTAINER_TYPES}
             reconciled = {i.id: i for i in await self._reconcile_many(conn, parents)}
-            changed = [reconciled.pop(i.id, i) for i in changed]
+            changed = [reconciled.pop(i, updated[i]) for i in ids]
             return changed + list(reconciled.values())
 
     async def reconcile(self, container_id: str) -> list[KnowledgeItem]:
@@ -321,23 +328,27 @@ class KnowledgeItemService:
         changed: list[KnowledgeItem] = []
         while container_id is not None:
             async with conn.execute(
-                "SELECT type, status, phase, error, group_id FROM knowledge_item WHERE id = ?", (container_id,)
+                """SELECT k.status, k.phase, k.error, k.group_id,
+                     (SELECT count(*) FROM knowledge_item c
+                       WHERE c.group_id = k.id AND c.status IN ('idle', 'processing')) AS active,
+                     (SELECT count(*) FROM knowledge_item c
+                       WHERE c.group_id = k.id AND c.status = 'failed') AS failed
+                   FROM knowledge_item k WHERE k.id = ?""",
+                (container_id,),
             ) as cur:
                 row = await cur.fetchone()
             if row is None:
                 break
-            async with conn.execute(
-                "SELECT status, count(*) FROM knowledge_item WHERE group_id = ? GROUP BY status", (container_id,)
-            ) as cur:
-                counts = {r[0]: r[1] for r in await cur.fetchall()}
+            counts = {"processing": row["active"], "failed": row["failed"]}
             status, phase, error = derive_container_state(row["phase"], counts)
             if (status, phase, error) == (row["status"], row["phase"], row["error"]):
                 break  # unchanged: nothing above can change either
-            await conn.execute(
-                "UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ? WHERE id = ?",
+            async with conn.execute(
+                f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ? WHERE id = ? "
+                f"RETURNING {ITEM_COLUMNS}",
                 (status, phase, error, utc_now(), container_id),
-            )
-            changed.append(await self._get(conn, container_id))
+            ) as cur:
+                changed.append(item_from_row(await cur.fetchone()))
             container_id = row["group_id"]
         return changed
 
