@@ -16,10 +16,12 @@ from core.errors import (
     ProviderError,
     ProviderUnavailableError,
 )
-from tests.support.embedding_server import deterministic_vectors
-from tests.support.httpserver import Request, Response, serve
+from tests.support.embedding_server import SharedHandlerServer, deterministic_vectors
+from tests.support.httpserver import Request, Response
 
 DIMS = 16
+
+shared = SharedHandlerServer.fixture()  # one 127.0.0.1 server per module, handler per test
 
 
 class FakeOllama:
@@ -67,9 +69,9 @@ def closed_port() -> int:
     return port
 
 
-async def test_embed_batches_with_truncate(tmp_path):
+async def test_embed_batches_with_truncate(tmp_path, shared):
     fake = FakeOllama()
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, srv.url, batch_size=2)
         texts = ["alpha beta", "beta gamma", "gamma delta", "delta"]
         seen: list[tuple[int, int]] = []
@@ -82,8 +84,8 @@ async def test_embed_batches_with_truncate(tmp_path):
     assert sorted(seen) == [(2, 4), (4, 4)]
 
 
-async def test_list_models_keeps_embedding_models_with_width(tmp_path):
-    with serve(FakeOllama()) as srv:
+async def test_list_models_keeps_embedding_models_with_width(tmp_path, shared):
+    with shared.serve(FakeOllama()) as srv:
         svc = service(tmp_path, srv.url)
         listing = await svc.list_models()
         assert await svc.detect_dimensions("ollama::nomic-embed-text:latest") == DIMS
@@ -94,8 +96,8 @@ async def test_list_models_keeps_embedding_models_with_width(tmp_path):
     assert "builtin::wordllama" in ids and listing.errors == {}
 
 
-async def test_model_not_found_says_ollama_pull(tmp_path):
-    with serve(FakeOllama()) as srv:
+async def test_model_not_found_says_ollama_pull(tmp_path, shared):
+    with shared.serve(FakeOllama()) as srv:
         svc = service(tmp_path, srv.url)
         with pytest.raises(ModelNotFoundError, match=r"run `ollama pull mxbai-embed-large`"):
             await svc.embed("ollama::mxbai-embed-large", ["x"])
@@ -115,8 +117,8 @@ async def test_unreachable_names_the_url(tmp_path):
     await svc.aclose()
 
 
-async def test_wrong_width_is_reported(tmp_path):
-    with serve(FakeOllama()) as srv:
+async def test_wrong_width_is_reported(tmp_path, shared):
+    with shared.serve(FakeOllama()) as srv:
         svc = service(tmp_path, srv.url)
         with pytest.raises(EmbeddingShapeError, match=f"expected 32, got {DIMS}"):
             await svc.embed("ollama::nomic-embed-text:latest", ["x"], dimensions=32)
@@ -134,30 +136,30 @@ async def test_wrong_width_is_reported(tmp_path):
         (Response(200, "<html>proxy</html>"), "not JSON"),
     ],
 )
-async def test_bad_answers_raise_shape_errors(tmp_path, response, match):
+async def test_bad_answers_raise_shape_errors(tmp_path, response, match, shared):
     fake = FakeOllama()
     fake.script = [response]
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, srv.url)
         with pytest.raises(EmbeddingShapeError, match=match):
             await svc.embed("ollama::nomic-embed-text:latest", ["x"])
         await svc.aclose()
 
 
-async def test_429_then_success_and_500_retries(tmp_path):
+async def test_429_then_success_and_500_retries(tmp_path, shared):
     fake = FakeOllama()
     fake.script = [Response.json({"error": "busy"}, 429), Response.json({"error": "oops"}, 500)]
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, srv.url, max_retries=3)
         out = await svc.embed("ollama::nomic-embed-text:latest", ["x"])
         await svc.aclose()
     assert out.shape == (1, DIMS) and len(fake.embed_bodies) == 3
 
 
-async def test_500_exhausts_retries(tmp_path):
+async def test_500_exhausts_retries(tmp_path, shared):
     fake = FakeOllama()
     fake.script = [Response.json({"error": "model crashed"}, 500)] * 3
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, srv.url, max_retries=2)
         with pytest.raises(ProviderError, match=r"after 3 attempt\(s\).*HTTP 500: model crashed"):
             await svc.embed("ollama::nomic-embed-text:latest", ["x"])
@@ -165,10 +167,10 @@ async def test_500_exhausts_retries(tmp_path):
     assert len(fake.embed_bodies) == 3
 
 
-async def test_timeout_retries_then_says_raise_timeout(tmp_path):
+async def test_timeout_retries_then_says_raise_timeout(tmp_path, shared):
     fake = FakeOllama()
     fake.script = [Response.json({}, delay=1.0)] * 2
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, srv.url, timeout=0.2, max_retries=1)
         with pytest.raises(ProviderUnavailableError, match=r"timed out after 0.2s.*providers\.ollama\.timeout"):
             await svc.embed("ollama::nomic-embed-text:latest", ["x"])
@@ -176,10 +178,10 @@ async def test_timeout_retries_then_says_raise_timeout(tmp_path):
     assert len(fake.embed_bodies) == 2
 
 
-async def test_timeout_then_success(tmp_path):
+async def test_timeout_then_success(tmp_path, shared):
     fake = FakeOllama()
     fake.script = [Response.json({}, delay=1.0)]
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, srv.url, timeout=0.3, max_retries=2)
         out = await svc.embed("ollama::nomic-embed-text:latest", ["hello"])
         await svc.aclose()

@@ -17,10 +17,16 @@ from core.errors import (
     ProviderError,
     ProviderUnavailableError,
 )
-from tests.support.embedding_server import deterministic_vectors, start_embedding_server
-from tests.support.httpserver import Request, Response, serve
+from tests.support.embedding_server import (
+    SharedHandlerServer,
+    deterministic_vectors,
+    start_embedding_server,
+)
+from tests.support.httpserver import Request, Response
 
 DIMS = 24
+
+shared = SharedHandlerServer.fixture()  # one 127.0.0.1 server per module, handler per test
 
 
 @pytest.fixture
@@ -51,7 +57,7 @@ def test_versioned_url_forms():
     assert versioned_url("http://h:1/v1/rerank", "rerank") == "http://h:1/v1/rerank"
 
 
-async def test_api_key_and_dimensions_sent_only_when_set(tmp_path, monkeypatch):
+async def test_api_key_and_dimensions_sent_only_when_set(tmp_path, monkeypatch, shared):
     seen: list[Request] = []
 
     def handler(req: Request) -> Response:
@@ -61,7 +67,7 @@ async def test_api_key_and_dimensions_sent_only_when_set(tmp_path, monkeypatch):
         return Response.json({"data": [{"index": i, "embedding": [0.5] * width} for i, _ in enumerate(body["input"])]})
 
     monkeypatch.setenv("MY_KEY", "sk-test-123")
-    with serve(handler) as srv:
+    with shared.serve(handler) as srv:
         plain = service(tmp_path, srv.url)
         await plain.embed("oai::m", ["a"])
         await plain.aclose()
@@ -73,14 +79,14 @@ async def test_api_key_and_dimensions_sent_only_when_set(tmp_path, monkeypatch):
     assert out.shape == (1, 12)
 
 
-async def test_out_of_order_indices_are_reordered(tmp_path):
+async def test_out_of_order_indices_are_reordered(tmp_path, shared):
     def handler(req: Request) -> Response:
         texts = req.json()["input"]
         vecs = deterministic_vectors(texts, 8).tolist()
         data = [{"index": i, "embedding": vecs[i]} for i in reversed(range(len(texts)))]
         return Response.json({"data": data})
 
-    with serve(handler) as srv:
+    with shared.serve(handler) as srv:
         svc = service(tmp_path, srv.url)
         out = await svc.embed("oai::m", ["one", "two", "three"])
         await svc.aclose()
@@ -148,15 +154,15 @@ async def test_faults_429_500_dropped_then_success(tmp_path, server):
     await svc.aclose()
 
 
-async def test_auth_failure_names_env_var(tmp_path):
-    with serve(lambda req: Response.json({"error": {"message": "invalid api key"}}, 401)) as srv:
+async def test_auth_failure_names_env_var(tmp_path, shared):
+    with shared.serve(lambda req: Response.json({"error": {"message": "invalid api key"}}, 401)) as srv:
         svc = service(tmp_path, srv.url, api_key_env="OPENAI_API_KEY")
         with pytest.raises(ProviderError, match=r"HTTP 401: invalid api key.*\$OPENAI_API_KEY"):
             await svc.embed("oai::m", ["x"])
         await svc.aclose()
 
 
-async def test_concurrency_limit_per_provider(tmp_path, server):
+async def test_concurrency_limit_per_provider(tmp_path, server, shared):
     import threading
 
     active = {"now": 0, "max": 0}
@@ -176,7 +182,7 @@ async def test_concurrency_limit_per_provider(tmp_path, server):
             with lock:
                 active["now"] -= 1
 
-    with serve(handler) as srv:
+    with shared.serve(handler) as srv:
         svc = service(tmp_path, srv.url, concurrency=2, batch_size=1)
         out = await svc.embed("oai::m", [f"t{i}" for i in range(8)])
         await svc.aclose()

@@ -13,9 +13,12 @@ from core.errors import (
     ProviderError,
     ValidationError,
 )
-from tests.support.httpserver import Request, Response, serve
+from tests.support.embedding_server import SharedHandlerServer
+from tests.support.httpserver import Request, Response
 
 DOCS = ["bread and butter", "embedding models map text to vectors", "vectors in space", "cats"]
+
+shared = SharedHandlerServer.fixture()  # one 127.0.0.1 server per module, handler per test
 
 
 def overlap(query: str, doc: str) -> float:
@@ -52,9 +55,9 @@ def service(tmp_path, kind: str, url: str, **kw) -> EmbeddingService:
 
 
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
-async def test_v1_rerank_url_forms_and_order(tmp_path, suffix):
+async def test_v1_rerank_url_forms_and_order(tmp_path, suffix, shared):
     fake = RerankServer()
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, "rerank", srv.url + suffix)
         result = await svc.rerank("rr::jina-reranker", "embedding vectors", DOCS, top_n=2)
         await svc.aclose()
@@ -66,9 +69,9 @@ async def test_v1_rerank_url_forms_and_order(tmp_path, suffix):
 
 
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
-async def test_tei_rerank_url_forms_and_sorting(tmp_path, suffix):
+async def test_tei_rerank_url_forms_and_sorting(tmp_path, suffix, shared):
     fake = RerankServer()
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, "tei-rerank", srv.url + suffix)
         result = await svc.rerank("rr::bge-reranker", "embedding vectors", DOCS)
         top1 = await svc.rerank("rr::bge-reranker", "cats", DOCS, top_n=1)
@@ -83,9 +86,9 @@ def test_tei_url_helper():
     assert tei_rerank_url("http://h/rerank") == "http://h/rerank"
 
 
-async def test_rerank_failures(tmp_path):
+async def test_rerank_failures(tmp_path, shared):
     fake = RerankServer()
-    with serve(fake) as srv:
+    with shared.serve(fake) as srv:
         svc = service(tmp_path, "rerank", srv.url, max_retries=2)
         with pytest.raises(ModelNotFoundError, match="model nope not found"):
             await svc.rerank("rr::nope", "q", DOCS)

@@ -604,3 +604,47 @@ def _main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+class SharedHandlerServer:
+    """One `tests.support.httpserver.LocalServer` per test module with a swappable handler.
+
+    Stopping a LocalServer costs ~0.5 s (its poll interval); provider tests that each
+    need a hand-written handler share one server instead:
+
+        shared = SharedHandlerServer.fixture()       # module level
+        def test_x(shared):
+            with shared.serve(handler) as srv: ...    # srv.url, srv.requests
+    """
+
+    def __init__(self) -> None:
+        from tests.support.httpserver import LocalServer, Response
+
+        self._idle = lambda req: Response(503, "no handler installed")
+        self.server = LocalServer(self._idle).start()
+
+    @contextlib.contextmanager
+    def serve(self, handler: Any) -> Iterator[Any]:
+        self.server.handler = handler
+        self.server.requests.clear()
+        try:
+            yield self.server
+        finally:
+            self.server.handler = self._idle
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    @classmethod
+    def fixture(cls) -> Any:
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def _fixture() -> Iterator[SharedHandlerServer]:
+            shared = cls()
+            try:
+                yield shared
+            finally:
+                shared.stop()
+
+        return _fixture
