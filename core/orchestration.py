@@ -32,6 +32,7 @@ from core.data.validation import (
     validate_item_inputs,
 )
 from core.embeddings import EmbeddingService
+from core.engine import RankResult, service_embedder
 from core.errors import (
     AggregateAcceptanceError,
     InvalidOperationError,
@@ -58,6 +59,7 @@ from core.models import (
     SearchResponse,
 )
 from core.runtime.events import EventBus
+from core.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
 from core.runtime.queue import InterruptReason
 from core.runtime.search import run_search
 from core.runtime.service import KnowledgeRuntimeService, describe_error
@@ -300,6 +302,24 @@ class KnowledgeOrchestrationService:
             raise ValidationError.field("chunk_id", f"chunk {chunk_id} does not belong to item {item.id}")
         async with self.runtime.lock(base.id):
             await asyncio.to_thread(store.delete_chunk, chunk_id)
+
+    async def similar_items(self, base_id: Any, item_id: Any, top_k: Any = None) -> RankResult[KnowledgeItem]:
+        """Leaf items of the base ranked by similarity to this item (the Knowledge Engine's
+        domain wrapper); degrades to keyword matching instead of failing."""
+        base, item = await self._item_of(base_id, item_id)
+        require_runnable(base)
+        k = require_top_k(top_k) or DEFAULT_SIMILAR_TOP_K
+        leaves = [i for i in await self.items.list_all(base.id) if i.type not in CONTAINER_TYPES]
+        store = await self.runtime.store(base)
+        texts: dict[str, list[str]] = {}
+        for record in await asyncio.to_thread(store.list_chunks, [i.id for i in leaves] + [item.id]):
+            texts.setdefault(record.item_id, []).append(record.text)
+        if item.type in CONTAINER_TYPES:  # a folder is described by its leaves
+            below = {leaf.id for leaf in await self.items.leaves_under([item.id])}
+            texts[item.id] = [t for leaf_id in below for t in texts.get(leaf_id, [])]
+            leaves = [i for i in leaves if i.id not in below]
+        embedder = service_embedder(self.embeddings, base.embedding_model_id, dimensions=base.dimensions)
+        return await rank_similar_items(item, leaves, texts, embedder, top_k=k)
 
     async def _item_of(self, base_id: Any, item_id: Any) -> tuple[KnowledgeBase, KnowledgeItem]:
         base = await self.bases.get(base_id)

@@ -24,6 +24,7 @@ from core.data.item_service import KnowledgeItemService
 from core.data.validation import require_id, require_model_id
 from core.db import Database
 from core.embeddings import EmbeddingService
+from core.engine import RankResult
 from core.models import (
     ROOT,
     BaseChanged,
@@ -142,6 +143,10 @@ class KnowledgeService:
 
     async def delete_item_chunk(self, base_id: Any, item_id: Any, chunk_id: Any) -> None:
         await self._workflow.delete_item_chunk(base_id, item_id, chunk_id)
+
+    async def similar_items(self, base_id: Any, item_id: Any, top_k: Any = None) -> RankResult[KnowledgeItem]:
+        """Items of the base most similar to this one (Knowledge Engine; never fails, may degrade)."""
+        return await self._workflow.similar_items(base_id, item_id, top_k)
 
     # --- data API (read / patch only) --------------------------------------
 

@@ -462,3 +462,22 @@ async def test_create_base_rolls_back_when_the_store_cannot_be_created(tmp_path,
         with pytest.raises(StoreError):
             await ks.create_base("Doomed")
         assert (await ks.list_bases()).total == 0
+
+
+async def test_similar_items_ranks_related_items_first(tmp_path, server):
+    async with open_service(tmp_path / "data", server.url) as ks:
+        base = await ks.create_base("Fruit")
+        apple, pie, car = await ks.add_items(base.id, [
+            ItemInput("note", {"content": "Apples grow on apple trees in orchards."}),
+            ItemInput("note", {"content": "Apple pie is baked with apples from the orchards."}),
+            ItemInput("note", {"content": "Diesel engines power heavy trucks on highways."}),
+        ])
+        assert await ks.wait_idle(timeout=10)
+        result = await ks.similar_items(base.id, apple.id)
+        assert not result.degraded
+        assert [m.candidate.id for m in result.matches][:2] == [pie.id, car.id]
+        assert apple.id not in {m.candidate.id for m in result.matches}
+        calls = server.request_count
+        again = await ks.similar_items(base.id, car.id)  # every text is cached: no embedding call
+        assert server.request_count == calls
+        assert [m.candidate.id for m in again.matches] == [apple.id, pie.id] or len(again.matches) == 2
