@@ -154,6 +154,17 @@ async def test_faults_429_500_dropped_then_success(tmp_path, server):
     await svc.aclose()
 
 
+async def test_timeouts_retry_then_succeed_or_give_up(tmp_path, server):
+    svc = service(tmp_path, server.url, timeout=0.2, max_retries=2)
+    server.faults.slow(0.6)
+    out = await svc.embed("oai::text-embed", ["slow once"])
+    assert out.shape == (1, DIMS)
+    server.faults.slow(0.6, times=3)
+    with pytest.raises(ProviderUnavailableError, match=r"timed out after 0.2s.*after 3 attempt|after 3 attempt.*timed out"):
+        await svc.embed("oai::text-embed", ["always slow"])
+    await svc.aclose()
+
+
 async def test_auth_failure_names_env_var(tmp_path, shared):
     with shared.serve(lambda req: Response.json({"error": {"message": "invalid api key"}}, 401)) as srv:
         svc = service(tmp_path, srv.url, api_key_env="OPENAI_API_KEY")

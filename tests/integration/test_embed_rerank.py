@@ -89,7 +89,7 @@ def test_tei_url_helper():
 async def test_rerank_failures(tmp_path, shared):
     fake = RerankServer()
     with shared.serve(fake) as srv:
-        svc = service(tmp_path, "rerank", srv.url, max_retries=2)
+        svc = service(tmp_path, "rerank", srv.url, max_retries=3, timeout=0.2)
         with pytest.raises(ModelNotFoundError, match="model nope not found"):
             await svc.rerank("rr::nope", "q", DOCS)
         fake.script = [Response.json({"results": [{"index": 9, "relevance_score": 1.0}]})]
@@ -101,7 +101,7 @@ async def test_rerank_failures(tmp_path, shared):
         fake.script = [Response.json({"oops": 1})]
         with pytest.raises(EmbeddingShapeError, match="wrong shape"):
             await svc.rerank("rr::jina-reranker", "q", DOCS)
-        fake.script = [Response.json({}, 429), Response.json({}, 502)]
+        fake.script = [Response.json({}, delay=0.6), Response.json({}, 429), Response.json({}, 502)]
         assert (await svc.rerank("rr::jina-reranker", "cats", DOCS, top_n=1))[0][0] == 3
         assert await svc.rerank("rr::jina-reranker", "q", []) == []
         with pytest.raises(ValidationError, match="top_n"):

@@ -14,7 +14,7 @@ similar, so search results in tests are meaningful and predictable.
 
 Fault injection (``handle.faults``) lets other suites exercise provider failures:
 queued one-shot faults (``fail``, ``wrong_width``, ``empty_vectors``,
-``wrong_shape``, ``drop_connection``, and ``ok`` to let requests through first) are consumed by the next matching requests in
+``wrong_shape``, ``drop_connection``, ``slow``, and ``ok`` to let requests through first) are consumed by the next matching requests in
 order; ``delay`` slows every request until cleared.
 
 Why a raw asyncio server rather than ``http.server``: the runtime benchmark needs
@@ -155,6 +155,10 @@ class Faults:
         """Answer the next `times` requests normally (to place a fault later in a sequence)."""
         self._push(_Fault("ok", times))
 
+    def slow(self, seconds: float, times: int = 1) -> None:
+        """Answer the next `times` requests normally but only after `seconds` (client timeouts)."""
+        self._push(_Fault("slow", times, {"seconds": float(seconds)}))
+
     def delay(self, seconds: float) -> None:
         """Sleep `seconds` before every answer until `delay(0)` or `clear()`."""
         with self._lock:
@@ -191,7 +195,8 @@ class Faults:
     def _apply(self, spec: dict[str, Any]) -> None:
         """Apply a control-endpoint call: {"op": name, ...kwargs}."""
         op = spec.pop("op")
-        if op not in {"fail", "wrong_width", "empty_vectors", "wrong_shape", "drop_connection", "ok", "delay", "clear"}:
+        if op not in {"fail", "wrong_width", "empty_vectors", "wrong_shape", "drop_connection", "ok", "slow",
+                      "delay", "clear"}:
             raise ValueError(f"unknown fault op {op!r}")
         getattr(self, op)(**spec)
 
@@ -222,6 +227,9 @@ class _RemoteFaults:
 
     def ok(self, times: int = 1) -> None:
         self._send("ok", times=times)
+
+    def slow(self, seconds: float, times: int = 1) -> None:
+        self._send("slow", seconds=seconds, times=times)
 
     def delay(self, seconds: float) -> None:
         self._send("delay", seconds=seconds)
@@ -268,6 +276,8 @@ class EmbeddingServerCore:
             if is_embed:
                 self.request_count += 1
         fault, delay = self.faults._take(is_embed)
+        if fault is not None and fault.kind == "slow":
+            delay += fault.params["seconds"]
         if fault is not None and fault.kind == "drop":
             raise _Drop()
         if fault is not None and fault.kind == "fail":
