@@ -106,8 +106,12 @@ class ProviderHttp:
                 headers["Authorization"] = f"Bearer {key}"
             timeout = httpx.Timeout(self.config.timeout, connect=min(10.0, self.config.timeout))
             limits = httpx.Limits(max_connections=max(2, self.config.concurrency * 2))
-            # trust_env=False: a proxy from the environment must not swallow 127.0.0.1 servers
-            self._client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, trust_env=False)
+            # Proxies from the environment apply to remote servers, never to a loopback one
+            # (a local Ollama behind a forgotten HTTP_PROXY is a classic "connection refused").
+            host = (httpx.URL(self.base_url).host or "").lower()
+            loopback = host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+            self._client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits,
+                                             trust_env=not loopback)
         return self._client
 
     def _get_sem(self) -> asyncio.Semaphore:
