@@ -669,14 +669,18 @@ MAX_LISTED_CANDIDATES = 8
 
 
 def resolve_base(bases: Sequence[KnowledgeBase], ref: Any) -> KnowledgeBase:
-    """A base by id, by unique name, by unique id prefix (4+ characters), or case-insensitive name."""
+    """A base by id, unique name, unique id prefix or suffix (4+ characters), or case-insensitive name.
+
+    Ids are time-ordered UUIDs: their prefixes are shared by things created together,
+    so the random tail (suffix) is usually the shorter unique handle.
+    """
     if not isinstance(ref, str) or not ref.strip():
         raise ValidationError.field("base", "must be a base id or name")
     ref = ref.strip()
     for stage in (
         lambda b: b.id == ref,
         lambda b: b.name == ref,
-        lambda b: len(ref) >= 4 and b.id.startswith(ref),
+        lambda b: len(ref) >= 4 and (b.id.startswith(ref) or b.id.endswith(ref)),
         lambda b: b.name.casefold() == ref.casefold(),
     ):
         hits = [b for b in bases if stage(b)]
@@ -690,14 +694,14 @@ def resolve_base(bases: Sequence[KnowledgeBase], ref: Any) -> KnowledgeBase:
 
 
 def resolve_item(items: Sequence[KnowledgeItem], ref: Any) -> KnowledgeItem:
-    """An item by id, unique id prefix, source (path / URL) or display name."""
+    """An item by id, unique id prefix or suffix (4+ characters), source (path / URL) or display name."""
     if not isinstance(ref, str) or not ref.strip():
         raise ValidationError.field("item", "must be an item id, id prefix, source or name")
     ref = ref.strip()
     absolute = os.path.abspath(os.path.expanduser(ref))
     for stage in (
         lambda i: i.id == ref,
-        lambda i: len(ref) >= 4 and i.id.startswith(ref),
+        lambda i: len(ref) >= 4 and (i.id.startswith(ref) or i.id.endswith(ref)),
         lambda i: i.source == ref or i.source == absolute,
         lambda i: i.display_name == ref,
         lambda i: i.display_name.casefold() == ref.casefold(),

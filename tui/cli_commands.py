@@ -104,6 +104,9 @@ async def _group_id(ks: Any, ref: str | None, *, create: bool) -> str | None:
     raise NotFoundError("Group", ref)
 
 
+SETTING_ATTRS = ("emoji", "group", "rerank_model", "chunk_size", "chunk_overlap", "threshold", "top_k", "mode", "alpha")
+
+
 async def _base_config(ks: Any, args: argparse.Namespace) -> dict[str, Any]:
     mapping = {
         "name": "name",
@@ -192,11 +195,11 @@ async def cmd_base_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_base_update(settings: Settings, args: argparse.Namespace) -> int:
+    if not any(hasattr(args, attr) for attr in SETTING_ATTRS + ("name",)):
+        raise UsageError("nothing to change: give at least one option (see `ktui base update --help`)")
     async with service(settings) as ks:
         base = await ks.resolve_base(args.base)
         patch = await _base_config(ks, args)
-        if not patch:
-            raise UsageError("nothing to change: give at least one option (see `ktui base update --help`)")
         base = await ks.update_base(base.id, patch)
         if args.json:
             dump(base_json(base))
@@ -473,7 +476,8 @@ async def cmd_chunks(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings) as ks:
         base = await ks.resolve_base(args.base)
         item = await ks.resolve_item(base.id, args.item)
-        chunks = await ks.list_item_chunks(base.id, item.id)
+        # A failed base has no vector store (its chunks were never imported).
+        chunks = await ks.list_item_chunks(base.id, item.id) if base.is_usable else []
     if args.json:
         dump({"base_id": base.id, "item_id": item.id, "chunks": [chunk_json(c) for c in chunks]})
     elif not chunks:

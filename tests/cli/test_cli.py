@@ -1,0 +1,356 @@
+"""The `ktui` command line, run as a real subprocess on a real data directory.
+
+Embeddings come from tests/support/embedding_server.py (a real OpenAI-compatible
+server on 127.0.0.1), configured through a settings TOML written by the test.
+Every command and example of docs/cli.md is exercised here; subprocesses are
+grouped into a few scenario tests because each one costs ~0.5 s of start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.embedding_server import start_embedding_server
+
+ROOT = Path(__file__).resolve().parents[2]
+DIMS = 32
+
+
+@pytest.fixture(scope="module")
+def server():
+    handle = start_embedding_server(DIMS)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+class Ktui:
+    """Runs `python -m tui.cli` with a settings file and a data directory of its own."""
+
+    def __init__(self, work: Path, server_url: str):
+        self.work = work
+        self.server_url = server_url
+        work.mkdir(parents=True, exist_ok=True)
+        self.home = work / "home"
+        self.config = work / "ktui.toml"
+        self.config.write_text(
+            "auto_ollama = false\n"
+            'default_embedding_model = "fake::deterministic"\n'
+            "[providers.fake]\n"
+            'kind = "openai"\n'
+            f'base_url = "{server_url}/v1"\n'
+            "max_retries = 0\n"
+            "[providers.dead]\n"
+            'kind = "openai"\n'
+            'base_url = "http://127.0.0.1:9/v1"\n'
+            "max_retries = 0\n"
+            "timeout = 2\n",
+            encoding="utf-8",
+        )
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KTUI_")}
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        env["KTUI_HOME"] = str(self.home)
+        env["KTUI_CONFIG"] = str(self.config)
+        env["COLUMNS"] = "200"
+        env.update(extra)
+        return env
+
+    def __call__(self, *args: str, rc: int = 0, stdin: str | None = None, env: dict[str, str] | None = None,
+                 **kw) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tui.cli", *args],
+            cwd=self.work, env=env or self.env(), input=stdin, capture_output=True, text=True, timeout=60, **kw,
+        )
+        assert proc.returncode == rc, f"ktui {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def json(self, *args: str, **kw) -> dict:
+        return json.loads(self(*args, "--json", **kw).stdout)
+
+
+@pytest.fixture
+def ktui(tmp_path, server):
+    return Ktui(tmp_path, server.url)
+
+
+def make_docs(root: Path) -> None:
+    (root / "docs" / "sub").mkdir(parents=True)
+    (root / "docs" / "otters.md").write_text("# Otters\nSea otters hold hands while they sleep.", encoding="utf-8")
+    (root / "docs" / "sub" / "volcano.txt").write_text("Volcanoes erupt molten lava and ash.", encoding="utf-8")
+    (root / "single.txt").write_text("Penguins huddle together through the polar winter.", encoding="utf-8")
+    (root / "empty.txt").write_text("", encoding="utf-8")
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ktui: error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_usage_errors_exit_2(ktui):
+    assert "usage: ktui" in ktui("bogus", rc=2).stderr
+    assert "the following arguments are required: base" in ktui("add", rc=2).stderr
+    assert "nothing to change" in ktui("base", "update", "X", rc=2).stderr
+    assert "--demo only applies to the TUI" in ktui("--demo", "base", "list", rc=2).stderr
+    assert "--sitemap expects http(s) URLs" in ktui("add", "B", "./local", "--sitemap", rc=2).stderr
+    help_text = ktui("--help").stdout
+    for command in ("base", "add", "items", "reindex", "rm", "search", "chunks", "models", "rank", "wait", "groups"):
+        assert f"    {command}" in help_text
+
+
+def test_base_and_item_workflow(ktui):
+    make_docs(ktui.work)
+    created = ktui.json("base", "create", "Notes", "--chunk-size", "200", "--chunk-overlap", "20")
+    assert created["name"] == "Notes" and created["status"] == "completed" and created["error"] is None
+    assert (created["embedding_model_id"], created["dimensions"], created["chunk_size"]) == ("fake::deterministic", DIMS, 200)
+    assert created["search_mode"] == "hybrid" and created["item_count"] == 0
+
+    # add: a directory, a file and a note; --wait prints one plain line per finished item off a terminal.
+    added = ktui("add", "Notes", "docs", "single.txt", "--note", "Hummingbirds hover by beating wings fast", "--wait")
+    assert added.stdout.count("added ") == 3
+    assert "[5/6] completed" in added.stderr or "completed  directory docs" in added.stderr
+    assert "done: 6 completed, 0 failed" in added.stderr
+
+    listing = ktui.json("items", "Notes", "--all")
+    items = listing["items"]
+    assert sorted(i["type"] for i in items) == ["directory", "directory", "file", "file", "file", "note"]
+    position = {i["id"]: n for n, i in enumerate(items)}
+    assert all(position[i["group_id"]] < position[i["id"]] for i in items if i["group_id"])  # tree order
+    assert {i["status"] for i in items} == {"completed"}
+    single = next(i for i in items if i["name"] == "single.txt")
+    assert single["source"] == str(ktui.work / "single.txt") and single["data"]["path"] == single["source"]
+    roots = ktui("items", "Notes").stdout
+    assert "otters.md" not in roots and "single.txt" in roots and "Hummingbirds" in roots
+
+    hits = ktui.json("search", "Notes", "sea otters sleep", "--top-k", "2")
+    assert hits["mode"] == "hybrid" and hits["degraded"] is False and len(hits["results"]) == 2
+    top = hits["results"][0]
+    assert top["rank"] == 1 and top["score_kind"] == "rrf" and top["source"].endswith("otters.md")
+    assert "Sea otters hold hands" in top["text"] and top["item_id"] and top["chunk_id"]
+    text = ktui("search", "Notes", "penguins winter", "--mode", "bm25").stdout
+    assert text.splitlines()[0].startswith(" 1. ") and "bm25" in text and "single.txt" in text
+    assert "no results" in ktui("search", "Notes", "xylophone", "--mode", "bm25").stdout
+
+    chunks = ktui.json("chunks", "Notes", "single.txt")
+    assert chunks["item_id"] == single["id"]
+    assert [c["text"] for c in chunks["chunks"]] == ["Penguins huddle together through the polar winter."]
+
+    docs_id = next(i["id"] for i in items if i["name"] == "docs")
+    shared = os.path.commonprefix([docs_id, single["id"]])  # time-ordered ids share prefixes
+    line = one_error_line(ktui("reindex", "Notes", shared, rc=1).stderr)
+    assert "items: " in line and single["id"] in line and docs_id in line and "name one by its id" in line
+    reindexed = ktui.json("reindex", "Notes", single["id"][-8:], "--wait")
+    assert [i["id"] for i in reindexed["items"]] == [single["id"]]
+    assert reindexed["wait"] == {"total": 1, "completed": 1, "failed": []}
+
+    removed = ktui.json("rm", "Notes", "single.txt", "docs")
+    assert len(removed["removed"]) == 2
+    assert [i["type"] for i in ktui.json("items", "Notes", "--all")["items"]] == ["note"]
+
+    # A file that fails to index makes --wait exit 1 and names the error.
+    failed = ktui("add", "Notes", "empty.txt", "--wait", rc=1)
+    assert "failed  file" in failed.stderr and "empty" in failed.stderr.lower()
+
+    updated = ktui.json("base", "update", "Notes", "--threshold", "0.2", "--top-k", "3", "--emoji", "🦦",
+                        "--group", "Research", "--mode", "default")
+    assert (updated["threshold"], updated["document_count"], updated["top_k"], updated["emoji"]) == (0.2, 3, 3, "🦦")
+    assert updated["search_mode"] == "default" and updated["hybrid_alpha"] is None and updated["group_id"]
+    shown = ktui("base", "show", "notes").stdout
+    assert "group         Research" in shown and "threshold     0.2" in shown and "🦦 Notes" in shown
+    cleared = ktui.json("base", "update", "Notes", "--threshold", "none", "--name", "Renamed")
+    assert cleared["threshold"] is None and cleared["name"] == "Renamed"
+    listed = ktui.json("base", "list")["bases"]
+    assert [(b["name"], b["item_count"]) for b in listed] == [("Renamed", 2)]
+    assert "Renamed" in ktui("base", "list").stdout
+
+    groups = ktui.json("groups", "list")["groups"]
+    assert [g["name"] for g in groups] == ["Research"]
+    ktui("groups", "rename", "Research", "Reading")
+    ktui("groups", "create", "Spare")
+    ktui("groups", "delete", "Spare")
+    assert [g["name"] for g in ktui.json("groups", "list")["groups"]] == ["Reading"]
+
+    assert ktui.json("base", "delete", "Renamed")["deleted"] == [created["id"]]
+    line = one_error_line(ktui("base", "show", "Renamed", rc=1).stderr)
+    assert line == "ktui: error: Knowledge base not found: Renamed"
+
+
+def test_export_import_restore(ktui):
+    ktui("base", "create", "Zoo", "--emoji", "🦒")
+    ktui("add", "Zoo", "--note", "Giraffes have long necks to reach acacia leaves", "--note", "-",
+         stdin="Zebras have black and white stripes", rc=0)
+    out = ktui.work / "zoo.json"
+    assert "exported 1 base(s), 2 item(s)" in ktui("base", "export", "Zoo", "-o", str(out)).stdout
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["format"] == "ktui-export" and doc["bases"][0]["emoji"] == "🦒"
+    assert json.loads(ktui("base", "export", "Zoo").stdout)["bases"][0]["items"] == doc["bases"][0]["items"]
+
+    # Another machine: the model's provider is not configured there.
+    doc["bases"][0]["embedding_model_id"] = "ollama::nomic-embed-text"
+    moved = ktui.work / "moved.json"
+    moved.write_text(json.dumps(doc), encoding="utf-8")
+    other = Ktui(ktui.work / "other", ktui.server_url)
+    imported = other("base", "import", str(moved))
+    assert "FAILED missing_embedding_model (provider 'ollama' is not configured here)" in imported.stdout
+    assert "2 item(s) kept as data" in imported.stdout
+    (failed,) = other.json("base", "list")["bases"]
+    assert failed["status"] == "failed" and failed["error"] == "missing_embedding_model"
+    assert failed["embedding_model_id"] is None and failed["dimensions"] == DIMS
+    assert "failed: missing_embedding_model (restore it)" in other("base", "list").stdout
+    assert {i["status"] for i in other.json("items", "Zoo")["items"]} == {"idle"}
+    for args in (("search", "Zoo", "giraffes"), ("add", "Zoo", "--note", "x"), ("reindex", "Zoo", "Giraffes have long necks to reach acacia leaves")):
+        line = one_error_line(other(*args, rc=1).stderr)
+        assert "no usable embedding model" in line and "restore" in line
+
+    restored = other.json("base", "restore", "Zoo", "--model", "fake::deterministic", "--name", "Zoo 2", "--wait")
+    assert restored["base"]["status"] == "completed" and restored["base"]["dimensions"] == DIMS
+    assert restored["source_id"] == failed["id"] and restored["wait"]["completed"] == 2
+    hits = other.json("search", "Zoo 2", "zebra stripes")["results"]
+    assert hits[0]["text"] == "Zebras have black and white stripes"
+
+    # Import of the original document (model available) with --wait, read from stdin.
+    again = other.json("base", "import", "-", "--wait", stdin=out.read_text(encoding="utf-8"))
+    assert again["ok"] and again["bases"][0]["status"] == "completed" and again["wait"]["completed"] == 2
+
+
+def test_legacy_backup_import(ktui):
+    (ktui.work / "guide.md").write_text("Beekeepers harvest honey in late summer.", encoding="utf-8")
+    knowledge = {"bases": [
+        {"id": "kb1", "name": "Bees", "model": {"id": "deterministic", "provider": "fake"}, "dimensions": DIMS,
+         "chunkSize": 300, "threshold": 7, "rerankModel": {"id": "rr", "provider": "gone"},
+         "items": [{"id": "f", "type": "file", "content": {"id": "file-1"}},
+                   {"id": "m", "type": "memory", "content": "likes tea"},
+                   {"id": "n", "type": "note", "content": "old"}]},
+        {"id": "kb2", "name": "Lost", "model": {"id": "bge-m3", "provider": "silicon"}, "dimensions": 1024,
+         "items": [{"id": "p", "type": "file", "content": {"id": "file-2", "path": "/old/machine/report.pdf"}}]},
+    ]}
+    backup = {"version": 5, "localStorage": {"persist:cherry-studio": json.dumps({"knowledge": json.dumps(knowledge)})},
+              "indexedDB": {"knowledge_notes": [{"id": "n", "content": "Bees communicate by dancing."}],
+                            "files": [{"id": "file-1", "path": str(ktui.work / "guide.md")}]}}
+    (ktui.work / "data.json").write_text(json.dumps(backup), encoding="utf-8")
+    result = ktui("base", "import", "data.json", "--wait")
+    out = result.stdout
+    assert "imported from a desktop-client backup: 2 base(s)" in out
+    assert "ready (fake::deterministic), 2 item(s) queued, 1 skipped" in out
+    assert "skipped memory m: memory items are not supported by ktui" in out
+    assert "warning: threshold 7 dropped" in out and "rerank model 'gone::rr' is not available here; cleared" in out
+    assert "Lost" in out and "FAILED missing_embedding_model (provider 'silicon' is not configured here)" in out
+    assert "done: 2 completed, 0 failed" in result.stderr
+    assert ktui.json("search", "Bees", "dancing bees")["results"][0]["text"] == "Bees communicate by dancing."
+
+
+def test_rank_json_lines(ktui):
+    records = [
+        {"id": 1, "content": "Otters use stones to crack shellfish"},
+        {"id": 2, "content": "The stock market closed higher today"},
+        {"id": 3, "body": "otters otters otters", "content": "Shellfish are eaten by otters"},
+    ]
+    lines = "\n".join(json.dumps(r) for r in records) + "\n\n"
+    out = ktui("rank", "otters shellfish", "--top-k", "2", stdin=lines).stdout.splitlines()
+    ranked = [json.loads(line) for line in out]
+    assert [r["rank"] for r in ranked] == [1, 2] and {r["record"]["id"] for r in ranked} == {1, 3}
+    assert all(r["degraded"] is False and 0 < r["score"] <= 1 for r in ranked)
+
+    (ktui.work / "records.jsonl").write_text(lines, encoding="utf-8")
+    by_body = ktui("rank", "otters", "--input", "records.jsonl", "--field", "content", "--min-score", "0.3").stdout
+    assert all(json.loads(line)["score"] >= 0.3 for line in by_body.splitlines())
+    assert "has no text field 'body'" in ktui("rank", "x", "-i", "records.jsonl", "--field", "body", rc=1).stderr
+
+    degraded = ktui("rank", "stock market", "--model", "dead::model", stdin=lines)
+    first = json.loads(degraded.stdout.splitlines()[0])
+    assert first["degraded"] is True and first["record"]["id"] == 2
+    assert "ranked by keyword overlap" in degraded.stderr
+
+
+def test_errors_config_and_environment(ktui, tmp_path):
+    ktui("base", "create", "Twin")
+    ktui("base", "create", "Twin", "--model", "fake::other")
+    line = one_error_line(ktui("search", "Twin", "anything", rc=1).stderr)
+    assert "'Twin' matches 2 bases" in line and "name one by its id" in line
+    debug = ktui("search", "Nope", "anything", "--debug", rc=1).stderr
+    assert "Traceback" in debug and "Knowledge base not found: Nope" in debug
+    line = one_error_line(ktui("add", "Twin", "no/such/file.txt", rc=1).stderr)
+    assert "does not exist: no/such/file.txt" in line
+
+    # --data-dir and --config win over KTUI_HOME / KTUI_CONFIG.
+    elsewhere = tmp_path / "elsewhere"
+    assert ktui.json("base", "list", "--data-dir", str(elsewhere))["bases"] == []
+    assert (elsewhere / "knowledge.db").exists()
+    bad = tmp_path / "bad.toml"
+    bad.write_text("chunk_size = 'big'\n", encoding="utf-8")
+    line = one_error_line(ktui("base", "list", "--config", str(bad), rc=1).stderr)
+    assert "must be an integer" in line and "bad.toml" in line and "chunk_size" in line
+    line = one_error_line(ktui("models", env=ktui.env(KTUI_CONFIG=str(tmp_path / "absent.toml")), rc=1).stderr)
+    assert "Settings file does not exist" in line
+
+    models = ktui.json("models")
+    ids = [m["id"] for m in models["models"]]
+    assert models["default"] == "fake::deterministic" and "fake::deterministic" in ids and "builtin::wordllama" in ids
+    assert "dead" in models["errors"]
+
+
+def test_wait_resumes_work_queued_without_wait(ktui):
+    ktui("base", "create", "Later")
+    queued = ktui("add", "Later", "--note", "Narwhals have a long spiral tusk")
+    assert "use --wait, or run `ktui wait`, to index now" in queued.stderr
+    done = ktui.json("wait")
+    assert done["wait"]["failed"] == [] and done["wait"]["completed"] == 1
+    assert ktui.json("items", "Later")["items"][0]["status"] == "completed"
+    assert "nothing to do" in ktui("wait", "Later").stderr
+
+
+def test_progress_bar_on_a_terminal(ktui):
+    import pty
+
+    ktui("base", "create", "Tty")
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "add", "Tty", "--note", "Capybaras are calm", "--wait"],
+            cwd=ktui.work, env=ktui.env(), stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60,
+        )
+        os.close(slave)
+        slave = -1
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        if slave != -1:
+            os.close(slave)
+        os.close(master)
+    tty_err = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0, tty_err
+    assert "█" in tty_err and "\r" in tty_err and "1/1" in tty_err
+    assert "[1/1] completed" not in tty_err  # plain lines are for logs, not terminals
+
+
+def test_plain_ktui_opens_the_tui_with_the_settings(tmp_path, monkeypatch):
+    """No sub-command: the TUI entry point gets the loaded settings (and --demo)."""
+    import tui.app
+    from tui.cli import main
+
+    seen = {}
+
+    def fake_run_app(settings, *, demo=False):
+        seen.update(data_dir=settings.data_dir, demo=demo)
+        return 0
+
+    monkeypatch.setattr(tui.app, "run_app", fake_run_app)
+    assert main(["--data-dir", str(tmp_path / "d"), "--demo"]) == 0
+    assert seen == {"data_dir": tmp_path / "d", "demo": True}
