@@ -68,8 +68,7 @@ class AddItemsScreen(Dialog):
 
     def on_mount(self) -> None:
         self.show_error(None)
-        for tree in self.query(DirectoryTree):
-            tree.show_root = False
+        self.query_one("#file-tree", DirectoryTree).show_root = False  # the folder tab can pick its root
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         focus = {"file": "#file-tree", "folder": "#folder-tree", "url": "#url-input",

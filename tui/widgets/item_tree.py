@@ -78,7 +78,8 @@ def node_label(node: ItemNode) -> Text:
     if node.watch:
         t.append(" 👁", "dim")
     t.append("  ")
-    t.append_text(status_text(node.status, node.phase, node.progress, node.error))
+    error = node.error.replace(node.item.source, node.item.display_name) if node.error else None
+    t.append_text(status_text(node.status, node.phase, node.progress, error))
     if node.notice:
         t.append(f"  ⚠ {node.notice}", "red")
     return t

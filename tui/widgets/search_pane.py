@@ -30,7 +30,7 @@ def short_source(metadata: dict) -> str:
     return PurePath(source).name or source or "?"
 
 
-def snippet(text: str, terms: list[str], width: int = 220) -> Text:
+def snippet(text: str, terms: list[str], width: int = 150) -> Text:
     """A window of the chunk around the first query term, terms highlighted."""
     flat = " ".join(text.split())
     lower = flat.lower()
