@@ -146,17 +146,19 @@ def quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q.astype(np.int8), scales
 
 
+def _as_bytes(data: np.ndarray | bytes | memoryview) -> memoryview:
+    """A flat byte view (no copy for contiguous arrays; fine for empty ones)."""
+    if isinstance(data, np.ndarray):
+        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+    return memoryview(data).cast("B")
+
+
 def _crc(buf: np.ndarray | bytes, start: int = 0) -> int:
-    return zlib.crc32(
-        memoryview(np.ascontiguousarray(buf)).cast("B")
-        if isinstance(buf, np.ndarray)
-        else buf,
-        start,
-    )
+    return zlib.crc32(_as_bytes(buf), start)
 
 
 def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
-    view = memoryview(data).cast("B")
+    view = _as_bytes(data)
     while view:
         written = os.pwrite(fd, view, offset)
         view = view[written:]
@@ -281,11 +283,11 @@ class VectorIndex:
         index._scales = np.zeros(capacity, np.float32)
         if n:
             with open(files.rows, "rb") as fh:
-                got = fh.readinto(memoryview(index._rows[:n]).cast("B"))
+                got = fh.readinto(_as_bytes(index._rows[:n]))
             if got != n * ROW_DTYPE.itemsize or _crc(index._rows[:n]) != rows_crc:
                 raise StaleMatrix(f"{files.rows.name} checksum mismatch")
             with open(files.i8, "rb") as fh:
-                got = fh.readinto(memoryview(index._i8[:n]).cast("B"))
+                got = fh.readinto(_as_bytes(index._i8[:n]))
             if got != n * dims or _crc(index._i8[:n]) != i8_crc:
                 raise StaleMatrix(f"{files.i8.name} checksum mismatch")
             rows = index._rows[:n]
@@ -382,12 +384,13 @@ class VectorIndex:
         if not len(pos):
             return 0
         flags[pos] |= FLAG_DEAD
-        fd = self._fds["rows"]
-        flag_offset = ROW_DTYPE.fields["flags"][1]
-        for p in pos.tolist():
-            _pwrite_all(
-                fd, flags[p : p + 1].tobytes(), p * ROW_DTYPE.itemsize + flag_offset
-            )
+        # One write covering the touched span (an item's rows are usually adjacent).
+        lo, hi = int(pos.min()), int(pos.max()) + 1
+        _pwrite_all(
+            self._fds["rows"],
+            _as_bytes(self._rows[lo:hi]),
+            lo * ROW_DTYPE.itemsize,
+        )
         self._dead = np.union1d(
             self._dead, pos.astype(np.int64)
         )  # a new array: snapshots keep theirs
@@ -409,31 +412,54 @@ class VectorIndex:
         self._write_header()
 
     def compact(self) -> None:
-        """Rewrite the matrix without tombstones into fresh files (renamed into place)."""
+        """Rewrite the matrix without tombstones into fresh files (renamed into place).
+
+        Rows are copied as they are (no re-normalising or re-quantising), so this is
+        a straight copy of the live rows. Searches holding the old snapshot keep
+        reading the old (unlinked) float32 file through their mapping.
+        """
         n = self._n
         keep = np.flatnonzero((self._rows["flags"][:n] & FLAG_DEAD) == 0)
+        m = len(keep)
         f32 = self._f32_view(n)
-        rows = self._rows[:n][keep]
-
-        def batches() -> Iterable[tuple[np.ndarray, np.ndarray]]:
+        fresh = VectorIndex(self.files, self.dims, self.store_uuid, self.tuning)
+        fresh._reserve(m + max(64, m // 8))
+        fresh._i8[:m] = self._i8[keep]
+        fresh._scales[:m] = self._scales[keep]
+        fresh._rows[:m] = self._rows[keep]
+        fresh._rows["flags"][:m] = 0
+        fresh._n = fresh._live = m
+        fresh._i8_crc = _crc(fresh._i8[:m])
+        fresh.generation = self.generation
+        tmp = self.files.tmp()
+        fds = {
+            k: os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            for k, p in zip(("f32", "i8", "rows"), tmp.all(), strict=True)
+        }
+        fresh._fds = fds
+        try:
+            os.ftruncate(fds["f32"], HEADER_SIZE)
             step = 8192
-            for start in range(0, len(keep), step):
-                part = keep[start : start + step]
-                yield (
-                    rows["seq"][start : start + step],
-                    np.asarray(f32[part])
-                    if f32 is not None
-                    else np.empty((0, self.dims), np.float32),
+            for start in range(0, m, step):
+                part = np.ascontiguousarray(f32[keep[start : start + step]])  # type: ignore[index]
+                _pwrite_all(
+                    fds["f32"],
+                    _as_bytes(part),
+                    HEADER_SIZE + start * self.dims * 4,
                 )
-
-        fresh = VectorIndex.build(
-            self.files,
-            self.dims,
-            self.store_uuid,
-            self.generation,
-            self.tuning,
-            batches(),
-        )
+            _pwrite_all(fds["i8"], _as_bytes(fresh._i8[:m]), 0)
+            _pwrite_all(fds["rows"], _as_bytes(fresh._rows[:m]), 0)
+            fresh._write_header()
+        except BaseException:
+            fresh._close_fds()
+            for p in tmp.all():
+                p.unlink(missing_ok=True)
+            raise
+        fresh._close_fds()
+        os.replace(tmp.i8, self.files.i8)
+        os.replace(tmp.rows, self.files.rows)
+        os.replace(tmp.f32, self.files.f32)
+        fresh._open_fds()
         self._close_fds()
         for name in _STATE_FIELDS:
             setattr(self, name, getattr(fresh, name))
@@ -467,13 +493,11 @@ class VectorIndex:
         # Files first (positions are derived from n), then memory.
         _pwrite_all(
             self._fds["f32"],
-            memoryview(unit).cast("B"),
+            _as_bytes(unit),
             HEADER_SIZE + n * self.dims * 4,
         )
-        _pwrite_all(self._fds["i8"], memoryview(q).cast("B"), n * self.dims)
-        _pwrite_all(
-            self._fds["rows"], memoryview(rows).cast("B"), n * ROW_DTYPE.itemsize
-        )
+        _pwrite_all(self._fds["i8"], _as_bytes(q), n * self.dims)
+        _pwrite_all(self._fds["rows"], _as_bytes(rows), n * ROW_DTYPE.itemsize)
         self._i8[n : n + m] = q
         self._scales[n : n + m] = scales
         self._rows[n : n + m] = rows
