@@ -396,6 +396,10 @@ async def _serve_connection(core: EmbeddingServerCore, reader: asyncio.StreamRea
                 break
     except (ConnectionError, asyncio.IncompleteReadError):
         pass
+    except asyncio.CancelledError:
+        # the server is stopping: finish quietly (a task that ends "cancelled" makes
+        # asyncio's stream callback log a spurious traceback)
+        pass
     finally:
         with contextlib.suppress(Exception):  # the peer may already be gone
             writer.close()
@@ -441,9 +445,10 @@ class _ThreadServer:
         async def shutdown() -> None:
             assert self._server is not None
             self._server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks, timeout=2) if tasks else None  # let them unwind before the loop closes
 
         fut = asyncio.run_coroutine_threadsafe(shutdown(), self._loop)
         try:
