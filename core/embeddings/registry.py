@@ -36,6 +36,17 @@ _HASH_OFF_LOOP_CHARS = 1_000_000
 ProgressFn = Callable[[int, int], None]
 
 
+def sendable(text: str) -> str:
+    """`text` as valid Unicode: lone surrogates (from `surrogateescape`-decoded bytes)
+    cannot be encoded as UTF-8 / JSON and would crash a provider call; they become U+FFFD.
+    The cache key still uses the original text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
 class EmbeddingService:
     """Embeddings and rerank for every configured provider, behind one cache.
 
@@ -172,7 +183,7 @@ class EmbeddingService:
             batches = [items[i : i + size] for i in range(0, len(items), size)]
 
             async def run(batch: list[tuple[bytes, str]]) -> list[tuple[bytes, np.ndarray]]:
-                matrix = await provider.embed(model, [t for _, t in batch])
+                matrix = await provider.embed(model, [sendable(t) for _, t in batch])
                 if matrix.shape[0] != len(batch):
                     raise EmbeddingShapeError(
                         f"{where} answered {matrix.shape[0]} vectors for {len(batch)} inputs (wrong shape)."
@@ -252,7 +263,7 @@ class EmbeddingService:
             config, model = self.parse_model_id(model_id)
         except ValidationError as exc:
             raise ValidationError.field("rerank_model_id", exc.errors.get("embedding_model_id", str(exc))) from None
-        return await self._reranker(config).rerank(model, query, list(documents), top_n)
+        return await self._reranker(config).rerank(model, sendable(query), [sendable(d) for d in documents], top_n)
 
     # --- lifecycle ----------------------------------------------------------
 

@@ -10,6 +10,7 @@ import pytest
 from core.config import EmbeddingSettings, ProviderConfig, Settings
 from core.embeddings import EmbeddingService
 from core.embeddings.cache import DiskCache, cache_key
+from core.embeddings.registry import sendable
 from core.engine import clear_session_cache, rank_docs_by_embedding, service_embedder
 from core.errors import EmbeddingShapeError, ValidationError
 from tests.support.embedding_server import deterministic_vectors, start_embedding_server
@@ -173,4 +174,16 @@ async def test_engine_adapter_uses_service(tmp_path, server):
     res = await rank_docs_by_embedding("bread", docs + ["new doc"], content=str,
                                        embedder=service_embedder(svc, "local::m"))
     assert res.degraded and res.matches[0].candidate == docs[0]
+    await svc.aclose()
+
+
+async def test_lone_surrogates_and_nul_do_not_crash_providers(tmp_path, server):
+    svc = EmbeddingService(make_settings(tmp_path, server.url))
+    texts = ["bad \ud800 byte", "nul \x00 char", "emoji 🚀"]
+    out = await svc.embed("local::m", texts)
+    clean = sendable(texts[0])
+    assert clean.encode("utf-8") and clean.startswith("bad \ufffd") and clean.endswith(" byte")
+    np.testing.assert_allclose(out[0], deterministic_vectors([clean], DIMS)[0], atol=1e-6)
+    assert out.shape == (3, DIMS)
+    assert (await svc.embed("builtin::wordllama", texts)).shape == (3, 256)
     await svc.aclose()

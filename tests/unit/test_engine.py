@@ -264,3 +264,13 @@ async def test_never_raises_on_hostile_input(query, texts, mode, min_score, top_
     assert scores == sorted(scores, reverse=True)
     if mode in ("raise", "empty", "nan", "junk", "none") and texts:
         assert res.degraded
+
+
+async def test_many_candidates_are_scored_off_loop_with_same_result():
+    docs = [{"id": i, "text": f"document number {i} about topic {i % 7}"} for i in range(2500)]
+    emb = CountingEmbedder(32)
+    big = await rank_docs_by_embedding("topic 3 document", docs, content=content, embedder=emb, top_k=5)
+    small = await rank_docs_by_embedding("topic 3 document", docs[:1000], content=content, embedder=emb, top_k=5)
+    assert not big.degraded and len(big.matches) == 5
+    assert big.matches[0].score >= small.matches[0].score - 1e-9
+    assert len(emb.calls) == 1  # the second ranking was served entirely from the session cache
