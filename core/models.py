@@ -149,6 +149,7 @@ class FileItemData:
     size: int | None = None  # bytes, recorded when the file was last read
     mtime_ns: int | None = None  # modification time, recorded when last read
     sha256: str | None = None  # content hash, recorded when last read
+    chunking: str | None = None  # "chunk_size/chunk_overlap" it was indexed with
 
 
 @dataclass(frozen=True, slots=True)

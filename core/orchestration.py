@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from core.config import Settings
@@ -48,10 +49,12 @@ from core.models import (
     BaseRemoved,
     BaseStatus,
     ChunkRecord,
+    DirectoryItemData,
     ItemInput,
     ItemsAdded,
     ItemsRemoved,
     ItemStatus,
+    ItemType,
     KnowledgeBase,
     KnowledgeItem,
     NoteItemData,
@@ -59,10 +62,10 @@ from core.models import (
     SearchResponse,
 )
 from core.runtime.events import EventBus
-from core.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
 from core.runtime.queue import InterruptReason
 from core.runtime.search import run_search
 from core.runtime.service import KnowledgeRuntimeService, describe_error
+from core.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
 from core.store import StoreManager
 
 log = logging.getLogger(__name__)
@@ -121,6 +124,7 @@ class KnowledgeOrchestrationService:
 
     async def delete_base(self, base_id: Any) -> None:
         base = await self.bases.get(base_id)
+        self.runtime.watcher.unwatch_base(base.id)
         interrupted = await self.runtime.interrupt_base(base.id, InterruptReason.BASE_DELETE)
         try:
             await self.bases.delete(base.id)
@@ -213,6 +217,9 @@ class KnowledgeOrchestrationService:
             raise
         self.bus.publish(ItemsAdded(base.id, tuple(i.id for i in created), None))
         self.runtime.publish_changes(created)
+        for item in created:
+            if isinstance(item.data, DirectoryItemData) and item.data.watch:
+                self.runtime.watcher.watch(base.id, item.id, item.data.path)
         return created
 
     async def delete_items(self, base_id: Any, item_ids: Any) -> None:
@@ -225,22 +232,27 @@ class KnowledgeOrchestrationService:
         except Exception as exc:
             await self._record_cleanup_failure(roots, exc)
             raise
+        for root in roots:
+            self.runtime.watcher.unwatch(root.id)
         changed = await self.items.delete([r.id for r in roots])
         self.bus.publish(ItemsRemoved(base.id, tuple(r.id for r in roots) + tuple(d.id for d in descendants)))
         self.runtime.publish_changes(changed)
 
-    async def reindex_items(self, base_id: Any, item_ids: Any) -> list[KnowledgeItem]:
+    async def reindex_items(self, base_id: Any, item_ids: Any, *, force: bool = False) -> list[KnowledgeItem]:
+        """Index the selection again. A folder is refreshed incrementally (only new and
+        changed files are read; deleted ones removed) unless `force` rebuilds it."""
         base = require_runnable(await self.bases.get(base_id))
         roots = await self.items.collapse_to_roots(base.id, item_ids)
-        descendants = await self.runtime.interrupt_tree(roots, InterruptReason.REINDEX)
-        leaves = [i.id for i in [*roots, *descendants] if i.type not in CONTAINER_TYPES]
+        await self.runtime.interrupt_tree(roots, InterruptReason.REINDEX)
+        rebuilt = [r for r in roots if force or r.type != ItemType.DIRECTORY]
+        leaves = [i.id for i in await self.items.leaves_under([r.id for r in rebuilt])]
         try:
             await self.runtime.delete_vectors(base, leaves)
         except Exception as exc:
             await self._record_cleanup_failure(roots, exc)
             raise
         removed: list[str] = []
-        for root in roots:
+        for root in rebuilt:
             if root.type in CONTAINER_TYPES:
                 below = [d.id for d in await self.items.descendants([root.id])]
                 await self.items.delete_children(root.id)
@@ -252,6 +264,23 @@ class KnowledgeOrchestrationService:
         fresh = await self.items.get_many([r.id for r in roots])
         self.runtime.enqueue_items(fresh)
         return fresh
+
+    async def set_watch(self, base_id: Any, item_id: Any, watch: Any) -> KnowledgeItem:
+        """Follow (or stop following) a folder item's changes while ktui runs."""
+        base, item = await self._item_of(base_id, item_id)
+        require_runnable(base)
+        if not isinstance(watch, bool):
+            raise ValidationError.field("watch", "must be true or false")
+        if not isinstance(item.data, DirectoryItemData) or not item.is_root:
+            raise ValidationError.field("item_id", "only a top-level directory item can be watched")
+        updated = await self.items.update_data(item.id, replace(item.data, watch=watch))
+        if watch:
+            self.runtime.watcher.watch(base.id, item.id, item.data.path)
+            self.runtime.request_refresh(base.id, item.id)
+        else:
+            self.runtime.watcher.unwatch(item.id)
+        self.runtime.publish_changes([updated])
+        return updated
 
     async def _record_cleanup_failure(self, roots: Sequence[KnowledgeItem], exc: Exception) -> None:
         """Write a cleanup error on the affected items before the caller re-raises it."""

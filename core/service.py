@@ -131,8 +131,13 @@ class KnowledgeService:
     async def delete_items(self, base_id: Any, item_ids: Any) -> None:
         await self._workflow.delete_items(base_id, item_ids)
 
-    async def reindex_items(self, base_id: Any, item_ids: Any) -> list[KnowledgeItem]:
-        return await self._workflow.reindex_items(base_id, item_ids)
+    async def reindex_items(self, base_id: Any, item_ids: Any, *, force: bool = False) -> list[KnowledgeItem]:
+        """Index items again; folders refresh incrementally unless `force` rebuilds them."""
+        return await self._workflow.reindex_items(base_id, item_ids, force=force)
+
+    async def set_watch(self, base_id: Any, item_id: Any, watch: Any) -> KnowledgeItem:
+        """Follow a top-level folder item's changes while ktui runs (resumed at every start)."""
+        return await self._workflow.set_watch(base_id, item_id, watch)
 
     async def search(self, base_id: Any, query: Any, top_k: Any = None, *, mode: Any = None) -> SearchResponse:
         """Search a base; `mode` overrides the base's search mode for this call."""

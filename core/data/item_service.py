@@ -30,6 +30,7 @@ from core.errors import NotFoundError, ValidationError
 from core.models import (
     ANY_GROUP,
     CONTAINER_TYPES,
+    ITEM_DATA_CLASSES,
     ItemData,
     ItemPhase,
     ItemStatus,
@@ -227,6 +228,14 @@ class KnowledgeItemService:
         )
         return [item_from_row(r) for r in rows]
 
+    async def watched_directories(self) -> list[KnowledgeItem]:
+        """Root directory items whose folder is watched for changes."""
+        rows = await self._db.fetchall(
+            f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE type = 'directory' AND group_id IS NULL "
+            "AND json_extract(data, '$.watch') = 1 ORDER BY created_at, id"
+        )
+        return [item_from_row(r) for r in rows]
+
     async def count_by_base(self) -> dict[str, int]:
         rows = await self._db.fetchall("SELECT base_id, count(*) AS n FROM knowledge_item GROUP BY base_id")
         return {r["base_id"]: r["n"] for r in rows}
@@ -268,9 +277,12 @@ class KnowledgeItemService:
         status: ItemStatus,
         phase: ItemPhase | None = None,
         error: str | None = None,
+        *,
+        data: ItemData | None = None,
     ) -> list[KnowledgeItem]:
-        """Write one item's state, then reconcile its ancestors. Returns every changed item."""
-        return await self.set_status_many([item_id], status, phase, error)
+        """Write one item's state (and, optionally, its payload in the same statement),
+        then reconcile its ancestors. Returns every changed item."""
+        return await self.set_status_many([item_id], status, phase, error, data=data)
 
     async def set_status_many(
         self,
@@ -278,9 +290,13 @@ class KnowledgeItemService:
         status: ItemStatus,
         phase: ItemPhase | None = None,
         error: str | None = None,
+        *,
+        data: ItemData | None = None,
     ) -> list[KnowledgeItem]:
         if not item_ids:
             return []
+        if data is not None and len(set(item_ids)) != 1:
+            raise ValidationError.field("data", "can only be written for one item at a time")
         ids = list(dict.fromkeys(item_ids))
         async with self._db.transaction() as conn:
             before: dict[str, Any] = {}
@@ -294,13 +310,17 @@ class KnowledgeItemService:
                 raise NotFoundError("Knowledge item", missing[0])
             for row in before.values():
                 check_state(ItemType(row["type"]), status, phase, error)
+                if data is not None and type(data) is not ITEM_DATA_CLASSES[ItemType(row["type"])]:
+                    raise ValidationError.field("data", f"does not match a {row['type']} item")
             now = utc_now()
             updated: dict[str, KnowledgeItem] = {}
+            set_data = ", data = ?" if data is not None else ""
+            extra = (data_to_json(data),) if data is not None else ()
             for part in _chunks(ids):
                 async with conn.execute(
-                    f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ? "
+                    f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ?{set_data} "
                     f"WHERE id IN ({_marks(len(part))}) RETURNING {ITEM_COLUMNS}",
-                    (status.value, phase.value if phase else None, error, now, *part),
+                    (status.value, phase.value if phase else None, error, now, *extra, *part),
                 ) as cur:
                     updated.update({r["id"]: item_from_row(r) for r in await cur.fetchall()})
             # a parent's state depends on its children's statuses only: a phase change cannot alter it

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -24,14 +25,16 @@ from core.data.base_service import KnowledgeBaseService
 from core.data.item_service import ChildSpec, KnowledgeItemService
 from core.embeddings import EmbeddingService
 from core.errors import IngestError, KnowledgeError, StoreError, TaskInterrupted
-from core.ingest import DirectoryListing, Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
+from core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
 from core.models import (
     CONTAINER_TYPES,
     DirectoryItemData,
     FileItemData,
     ItemChanged,
+    ItemData,
     ItemPhase,
     ItemsAdded,
+    ItemsRemoved,
     ItemStatus,
     ItemType,
     KnowledgeBase,
@@ -41,7 +44,9 @@ from core.models import (
     UrlItemData,
 )
 from core.runtime.events import EventBus
-from core.runtime.queue import InterruptReason, Task, TaskKind, TaskQueue
+from core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
+from core.runtime.refresh import Fingerprint, chunking_signature, file_fingerprint, plan_refresh, with_fingerprint
+from core.runtime.watcher import FolderWatcher
 from core.store import BaseStore, StoreManager
 
 log = logging.getLogger(__name__)
@@ -85,12 +90,48 @@ class KnowledgeRuntimeService:
         self._stats_handle: asyncio.TimerHandle | None = None
         self._last_stats = 0.0
         self._closed = False
+        self.watcher = FolderWatcher(self.request_refresh)
+        self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
+        self._refreshing: set[str] = set()  # folders whose refresh request is being set up
 
     # --- lifecycle --------------------------------------------------------
 
     async def start(self) -> None:
         self.queue.start()
         await self.recover()
+        await self.resume_watches()
+
+    async def resume_watches(self) -> None:
+        """Watch every watched folder again, and refresh each once to pick up what changed
+        while ktui was closed."""
+        usable = {b.id for b in await self.bases.list_all() if b.is_usable}
+        for item in await self.items.watched_directories():
+            if item.base_id in usable:
+                self.watcher.watch(item.base_id, item.id, item.data.path)
+                self.request_refresh(item.base_id, item.id)
+
+    def request_refresh(self, base_id: str, item_id: str) -> None:
+        """Queue an incremental refresh of a folder item (the watcher's callback)."""
+        if self._closed:
+            return
+        if self.queue.is_active(item_id) or item_id in self._refreshing:
+            self._dirty.add(item_id)
+            return
+        self._refreshing.add(item_id)
+        asyncio.get_running_loop().create_task(self._start_refresh(base_id, item_id))
+
+    async def _start_refresh(self, base_id: str, item_id: str) -> None:
+        try:
+            item = await self.items.get(item_id)
+            await self.interrupt_tree([item], InterruptReason.REINDEX)
+            await self._set(item, ItemStatus.PROCESSING)
+            self.queue.enqueue(TaskKind.PREPARE_ROOT, base_id, item_id)
+        except KnowledgeError:
+            self.watcher.unwatch(item_id)  # the item is gone
+        except Exception:
+            log.exception("could not start the refresh of %s", item_id)
+        finally:
+            self._refreshing.discard(item_id)
 
     async def recover(self) -> list[str]:
         """Re-queue what a shutdown interrupted or a crash left `processing`, so nothing stays stuck.
@@ -129,6 +170,7 @@ class KnowledgeRuntimeService:
         if self._closed:
             return
         self._closed = True
+        await self.watcher.close()
         running = list(self.queue._running)
         dropped = await self.queue.close()
         unfinished = [t.item_id for t in dropped] + running
@@ -210,6 +252,13 @@ class KnowledgeRuntimeService:
         try:
             token.check()
             await self._set(item, ItemStatus.PROCESSING, ItemPhase.READING)
+            recorded = None
+            if isinstance(item.data, FileItemData):
+                # fingerprint before reading: what we record is never newer than what we read
+                fingerprint = await asyncio.to_thread(_fingerprint_or_none, item.data.path)
+                if fingerprint is not None:
+                    signature = chunking_signature(base.chunk_size, base.chunk_overlap)
+                    recorded = with_fingerprint(item.data, fingerprint, signature)
             documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)
             token.check()
             chunks = await asyncio.to_thread(
@@ -240,7 +289,7 @@ class KnowledgeRuntimeService:
                 token.check()
                 store = await self.store(base)
                 await asyncio.to_thread(store.replace_item_chunks, item.id, chunks, vectors)
-                await self._set(item, ItemStatus.COMPLETED)
+                await self._set(item, ItemStatus.COMPLETED, data=recorded)
             self._record_chunks(len(chunks))
             return True
         except TaskInterrupted:
@@ -261,23 +310,14 @@ class KnowledgeRuntimeService:
             token.check()
             await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
             if isinstance(item.data, DirectoryItemData):
-                listing = await expand_directory(item.data.path, self.settings.ingest)
-                specs = _directory_specs(listing)
+                await self._prepare_directory(token, base, item)
             elif isinstance(item.data, SitemapItemData):
                 urls = await expand_sitemap(item.data.url, self.settings.ingest, self.fetcher)
+                token.check()
                 specs = [ChildSpec(ItemType.URL, UrlItemData(url=u, source=u)) for u in urls]
+                await self._create_children(base, item.id, specs)
             else:  # pragma: no cover - only containers are prepared
                 raise IngestError(f"{item.type} items are not containers")
-            token.check()
-            created = await self.items.create_children(base.id, item.id, specs)
-            by_parent: dict[str | None, list[str]] = {}
-            for child in created:
-                by_parent.setdefault(child.group_id, []).append(child.id)
-            for parent, ids in by_parent.items():
-                self.bus.publish(ItemsAdded(base.id, tuple(ids), parent))
-            self.queue.enqueue_many(
-                TaskKind.INDEX_LEAF, base.id, [c.id for c in created if c.type not in CONTAINER_TYPES]
-            )
             await self._set(item, ItemStatus.PROCESSING)  # phase cleared: reconciled from the children
             return True
         except TaskInterrupted:
@@ -291,8 +331,65 @@ class KnowledgeRuntimeService:
                 log.exception("preparing %s failed unexpectedly", item.source)
             await self._fail(base, item, describe_error(exc), remove_vectors=False)
             return False
+        finally:
+            if item.id in self._dirty:
+                self._dirty.discard(item.id)
+                if not self._closed and not token.interrupted:
+                    self.request_refresh(base.id, item.id)
 
-    async def _fail(self, base: KnowledgeBase, item: KnowledgeItem, message: str, *, remove_vectors: bool = True) -> None:
+    async def _prepare_directory(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
+        """Walk the folder and bring the children in line with it (all new the first time)."""
+        existing = await self.items.descendants([item.id])
+        try:
+            listing = await expand_directory(item.data.path, self.settings.ingest)
+        except IngestError:
+            # the folder vanished or holds nothing indexable: none of its old files may stay searchable
+            if existing:
+                token.check()
+                await self._remove_children(base, existing, [c for c in existing if c.group_id == item.id])
+            if not os.path.isdir(item.data.path):
+                self.watcher.unwatch(item.id)
+            raise
+        token.check()
+        signature = chunking_signature(base.chunk_size, base.chunk_overlap)
+        plan = await asyncio.to_thread(plan_refresh, item, listing, existing, signature)
+        token.check()
+        if plan.delete:
+            below = {c.id for c in await self.items.descendants([d.id for d in plan.delete])}
+            doomed = [c for c in existing if c.id in below] + plan.delete
+            await self._remove_children(base, doomed, plan.delete)
+        for child, data in plan.touch:
+            await self.items.update_data(child.id, data)
+        for parent_id, specs in plan.create.items():
+            await self._create_children(base, parent_id, specs)
+        if plan.reindex:
+            ids = [c.id for c in plan.reindex]
+            self.publish_changes(await self.items.set_status_many(ids, ItemStatus.PROCESSING))
+            self.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, ids)
+
+    async def _create_children(self, base: KnowledgeBase, parent_id: str, specs: list[ChildSpec]) -> None:
+        created = await self.items.create_children(base.id, parent_id, specs)
+        by_parent: dict[str | None, list[str]] = {}
+        for child in created:
+            by_parent.setdefault(child.group_id, []).append(child.id)
+        for parent, ids in by_parent.items():
+            self.bus.publish(ItemsAdded(base.id, tuple(ids), parent))
+        self.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, [c.id for c in created if c.type not in CONTAINER_TYPES])
+
+    async def _remove_children(
+        self, base: KnowledgeBase, doomed: list[KnowledgeItem], tops: list[KnowledgeItem]
+    ) -> None:
+        """Delete children with their vectors: interrupt, vectors first, then the rows."""
+        ids = [c.id for c in doomed]
+        await self.interrupt_and_wait(ids, InterruptReason.DELETE)
+        await self.delete_vectors(base, [c.id for c in doomed if c.type not in CONTAINER_TYPES])
+        changed = await self.items.delete([t.id for t in tops])
+        self.bus.publish(ItemsRemoved(base.id, tuple(ids)))
+        self.publish_changes(changed)
+
+    async def _fail(
+        self, base: KnowledgeBase, item: KnowledgeItem, message: str, *, remove_vectors: bool = True
+    ) -> None:
         """Remove what the item wrote and record the failure. Never raises for a vanished item."""
         try:
             if remove_vectors and base.dimensions is not None:
@@ -314,8 +411,9 @@ class KnowledgeRuntimeService:
         error: str | None = None,
         *,
         progress: float | None = None,
+        data: ItemData | None = None,
     ) -> None:
-        changed = await self.items.set_status(item.id, status, phase, error)
+        changed = await self.items.set_status(item.id, status, phase, error, data=data)
         for changed_item in changed:
             self.bus.publish(self._changed(changed_item, progress if changed_item.id == item.id else None))
 
@@ -366,17 +464,8 @@ class KnowledgeRuntimeService:
         self._stats_handle = loop.call_later(delay, emit)
 
 
-def _directory_specs(listing: DirectoryListing) -> list[ChildSpec]:
-    specs: list[ChildSpec] = []
-    for sub in listing.subdirs:
-        specs.append(
-            ChildSpec(
-                ItemType.DIRECTORY,
-                DirectoryItemData(path=sub.path, source=sub.path),
-                _directory_specs(sub),
-            )
-        )
-    for path in listing.files:
-        specs.append(ChildSpec(ItemType.FILE, FileItemData(path=path, source=path)))
-    return specs
-
+def _fingerprint_or_none(path: str) -> Fingerprint | None:
+    try:
+        return file_fingerprint(path)
+    except OSError:
+        return None  # the reader reports the real problem

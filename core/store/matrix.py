@@ -509,7 +509,7 @@ class VectorIndex:
         capacity = len(self._rows)
         if needed <= capacity:
             return
-        new_cap = max(needed, int(capacity * 1.5) + 64)
+        new_cap = max(needed, int(capacity * 1.25) + 64)
         i8 = np.empty((new_cap, self.dims), np.int8)
         scales = np.zeros(new_cap, np.float32)
         rows = np.zeros(new_cap, ROW_DTYPE)

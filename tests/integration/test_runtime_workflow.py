@@ -227,12 +227,19 @@ async def test_reindex_of_a_nested_selection_collapses_to_the_root(tmp_path, ser
         nested = [i.id for i in children if i.group_id is not None]
         (corpus / "guide" / "new.md").write_text("# New\n\nA brand new page about otters.\n")
         sub = ks.subscribe()
-        await ks.reindex_items(base.id, [root.id, *nested])
+        calls = server.texts_embedded
+        await ks.reindex_items(base.id, [root.id, *nested])  # a folder refreshes incrementally
+        assert await ks.wait_idle(timeout=20)
+        assert not [e for e in sub.drain() if isinstance(e, ItemsRemoved)]
+        after = await ks.list_item_chunks(base.id, root.id)
+        assert len(after) == len(before) + 1  # one copy of each, plus the new file
+        assert server.texts_embedded == calls + 1  # only the new file was embedded
+        await ks.reindex_items(base.id, [root.id, *nested], force=True)  # a full rebuild
         assert await ks.wait_idle(timeout=20)
         removed = [e for e in sub.drain() if isinstance(e, ItemsRemoved)]
         assert removed and set(nested) <= set(removed[0].item_ids)
         after = await ks.list_item_chunks(base.id, root.id)
-        assert len(after) == len(before) + 1  # one copy of each, plus the new file
+        assert len(after) == len(before) + 1
         assert (await ks.get_item(root.id)).status == ItemStatus.COMPLETED
         assert await ks.check_invariants() == []
         # reindexing a single nested leaf requeues only that leaf
