@@ -63,6 +63,8 @@ def _inflate(body: bytes, limit: int, url: str) -> bytes:
         raise IngestError(f"Malformed compressed sitemap: {url}: {exc}") from None
     if len(out) > limit or inflater.unconsumed_tail:
         raise IngestError(f"Sitemap is too large once decompressed (limit {limit} bytes): {url}")
+    if not inflater.eof:
+        raise IngestError(f"Malformed compressed sitemap: {url}: truncated gzip data")
     return out
 
 
