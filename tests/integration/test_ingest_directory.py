@@ -1,0 +1,102 @@
+"""Directory expansion on real trees in tmp_path: skip rules, .gitignore, globs, symlinks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from core.config import IngestSettings
+from core.errors import IngestError
+from core.ingest import DirectoryListing, expand_directory
+
+SETTINGS = IngestSettings()
+
+
+def touch(root: Path, *rels: str, text: str = "# hello\n") -> None:
+    for rel in rels:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def rel_files(listing: DirectoryListing, root: Path) -> list[str]:
+    return sorted(os.path.relpath(p, root) for p in listing.iter_files())
+
+
+async def test_tree_shape_sorted_absolute_and_empty_folders_dropped(tmp_path: Path) -> None:
+    touch(tmp_path, "b.md", "a.txt", "docs/guide.md", "docs/api/ref.md", "docs/img/logo.png", "empty/.keep",
+          "only-binaries/x.bin")
+    (tmp_path / "truly-empty").mkdir()
+    listing = await expand_directory(str(tmp_path), SETTINGS)
+    assert listing.path == str(tmp_path)
+    assert listing.files == [str(tmp_path / "a.txt"), str(tmp_path / "b.md")]
+    assert [os.path.basename(d.path) for d in listing.subdirs] == ["docs"]
+    docs = listing.subdirs[0]
+    assert docs.files == [str(tmp_path / "docs" / "guide.md")]
+    assert [d.path for d in docs.subdirs] == [str(tmp_path / "docs" / "api")]
+    assert listing.file_count == 4
+    assert all(os.path.isabs(p) for p in listing.iter_files())
+
+
+async def test_default_skips(tmp_path: Path) -> None:
+    touch(tmp_path, "keep.md", ".hidden.md", ".git/config.md", ".venv/lib/x.py", "node_modules/pkg/readme.md",
+          "__pycache__/m.py", "build/out.html", "dist/x.js", "target/t.rs", "src/main.py",
+          "myenv/pyvenv.cfg", "myenv/lib/site.py", "conda/conda-meta/history.txt", "conda/pkg.py",
+          "src/.cache/c.md")
+    listing = await expand_directory(str(tmp_path), SETTINGS)
+    assert rel_files(listing, tmp_path) == ["keep.md", "src/main.py"]
+
+
+async def test_gitignore_semantics_nested_and_negated(tmp_path: Path) -> None:
+    touch(tmp_path, "a.md", "a.log.txt", "notes/secret.md", "notes/public.md", "drafts/x.md",
+          "sub/b.md", "sub/generated.md", "sub/deep/keep.txt", "sub/deep/tmp.txt", "sub/deep/important.tmp.txt")
+    (tmp_path / ".gitignore").write_text("# comment\n*.log.txt\ndrafts/\nnotes/*\n!notes/public.md\n*tmp.txt\n")
+    (tmp_path / "sub" / ".gitignore").write_text("generated.md\n!important.tmp.txt\n")
+    listing = await expand_directory(str(tmp_path), SETTINGS)
+    assert rel_files(listing, tmp_path) == [
+        "a.md", "notes/public.md", "sub/b.md", "sub/deep/important.tmp.txt", "sub/deep/keep.txt",
+    ]
+
+
+async def test_include_and_exclude_globs(tmp_path: Path) -> None:
+    touch(tmp_path, "a.md", "b.txt", "c.py", "docs/d.md", "docs/private/e.md", "old/f.md")
+    st = IngestSettings(include=("*.md", "*.txt"), exclude=("old/", "docs/private/**"))
+    listing = await expand_directory(str(tmp_path), st)
+    assert rel_files(listing, tmp_path) == ["a.md", "b.txt", "docs/d.md"]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+async def test_symlink_loops_end_and_linked_trees_are_listed_once(tmp_path: Path) -> None:
+    touch(tmp_path, "real/doc.md", "other/x.md")
+    os.symlink(tmp_path / "real", tmp_path / "real" / "loop")  # real/loop -> real
+    os.symlink(tmp_path, tmp_path / "other" / "up")  # other/up -> root
+    os.symlink(tmp_path / "nowhere", tmp_path / "broken.md")  # dangling
+    os.symlink(tmp_path / "other" / "x.md", tmp_path / "alias.md")  # a file link is a file
+    listing = await expand_directory(str(tmp_path), SETTINGS)
+    files = rel_files(listing, tmp_path)
+    assert files == ["alias.md", "other/x.md", "real/doc.md"]
+
+
+async def test_errors(tmp_path: Path) -> None:
+    with pytest.raises(IngestError, match=r"Directory not found: .*missing"):
+        await expand_directory(str(tmp_path / "missing"), SETTINGS)
+    touch(tmp_path, "file.md")
+    with pytest.raises(IngestError, match=r"Not a directory: .*file\.md"):
+        await expand_directory(str(tmp_path / "file.md"), SETTINGS)
+    nothing = tmp_path / "nothing"
+    touch(nothing, "a.png", "node_modules/x.md", ".hidden/y.md")
+    with pytest.raises(IngestError, match=r"^Directory contains no indexable files$"):
+        await expand_directory(str(nothing), SETTINGS)
+    empty = tmp_path / "void"
+    empty.mkdir()
+    with pytest.raises(IngestError, match=r"^Directory contains no indexable files$"):
+        await expand_directory(str(empty), SETTINGS)
+
+
+async def test_root_named_like_a_skipped_folder_is_still_walked(tmp_path: Path) -> None:
+    root = tmp_path / "build"
+    touch(root, "notes.md")
+    listing = await expand_directory(str(root), SETTINGS)
+    assert listing.files == [str(root / "notes.md")]
