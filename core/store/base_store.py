@@ -313,7 +313,7 @@ class BaseStore:
 
     def delete_items(self, item_ids: Iterable[str]) -> int:
         """Delete every chunk of these items in one transaction; returns how many were deleted."""
-        wanted = list(dict.fromkeys(item_ids))
+        wanted = list(dict.fromkeys(_ids(item_ids)))
         if not wanted:
             return 0
         with self._lock, self._sql("delete items"):
@@ -381,7 +381,7 @@ class BaseStore:
 
     def list_chunks(self, item_ids: Iterable[str]) -> list[ChunkRecord]:
         """Chunks of these items: items in the given order, each by chunk_index."""
-        wanted = list(dict.fromkeys(item_ids))
+        wanted = list(dict.fromkeys(_ids(item_ids)))
         by_item: dict[str, list[ChunkRecord]] = {i: [] for i in wanted}
         with self._lock, self._sql("list chunks"):
             for part in _batches(wanted):
@@ -652,6 +652,10 @@ class BaseStore:
                 self.files, expected, self.tuning, self._fetch_raw
             )
             self._matrix_source, self._matrix_reason = "file", None
+        except PermissionError as exc:
+            raise StoreError(
+                f"Vector store {self.path}: cannot open its matrix files: {exc}"
+            ) from exc
         except StaleMatrix as exc:
             log.info("rebuilding vector matrix of %s: %s", self.path.name, exc)
             try:
@@ -758,6 +762,11 @@ class BaseStore:
                     f"matrix int8 row of chunk seq {seq} differs from its BLOB"
                 )
         return problems
+
+
+def _ids(values: Iterable[str]) -> Iterable[str]:
+    """A lone string is one id, not an iterable of characters."""
+    return [values] if isinstance(values, str) else values
 
 
 def _remove_quietly(path: Path) -> None:

@@ -128,6 +128,8 @@ def test_delete_items_and_delete_chunk(store: BaseStore) -> None:
     c = store.replace_item_chunks("c", chunks("cherry cake"), vecs(1, 3))
     assert store.delete_items(["a", "c", "zzz"]) == 3
     assert store.delete_items(["a"]) == 0
+    assert store.delete_items("b") == 1 and store.item_ids() == set()  # a lone id
+    b = store.replace_item_chunks("b", chunks("banana bread"), vecs(1, 2))
     assert store.item_ids() == {"b"}
     assert fts_count(store, "apple") == 0 and fts_count(store, "cherry") == 0
     rec = store.delete_chunk(b[0])
