@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from core.errors import SchemaVersionError, StoreError
+
+T = TypeVar("T")
 
 DB_FILENAME = "knowledge.db"
 BUSY_TIMEOUT_MS = 5000
@@ -114,7 +117,19 @@ BEGIN
 END;
 """
 
-MIGRATIONS: Sequence[str] = (_SCHEMA_V1,)
+_SCHEMA_V2 = """
+-- v1 checked the owner's type when a child is inserted or moved, but a container
+-- that already has children could still be turned into a leaf. An item's type is
+-- fixed at creation (its data and phases depend on it), so refuse any change.
+CREATE TRIGGER item_type_is_immutable
+BEFORE UPDATE OF type ON knowledge_item
+WHEN NEW.type IS NOT OLD.type
+BEGIN
+    SELECT RAISE(ABORT, 'an item''s type cannot change');
+END;
+"""
+
+MIGRATIONS: Sequence[str] = (_SCHEMA_V1, _SCHEMA_V2)
 """MIGRATIONS[n] brings a database from user_version n to n + 1. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -137,6 +152,9 @@ def new_id() -> str:
     if ms <= _last_ms:
         ms = _last_ms
         _seq += 1
+        if _seq > 0xFFF:  # 12-bit counter exhausted: borrow the next millisecond
+            ms += 1
+            _seq = 0
     else:
         _seq = 0
     _last_ms = ms
@@ -158,15 +176,18 @@ class Database:
 
     @classmethod
     async def open(cls, data_dir: Path) -> Database:
-        data_dir.mkdir(parents=True, exist_ok=True)
         path = data_dir / DB_FILENAME
         try:
+            data_dir.mkdir(parents=True, exist_ok=True)
             conn = await aiosqlite.connect(path, isolation_level=None)
         except Exception as exc:  # unreadable dir, not a database...
             raise StoreError(f"Cannot open database {path}: {exc}") from exc
         conn.row_factory = aiosqlite.Row
         db = cls(conn, path)
         try:
+            # Refuse a newer database before any pragma that writes (journal_mode = WAL
+            # rewrites the header), so it is left byte-for-byte untouched.
+            db._refuse_newer(await db._read_version())
             await db._configure()
             await db._migrate()
         except BaseException:
@@ -174,11 +195,27 @@ class Database:
             raise
         return db
 
+    async def _read_version(self) -> int:
+        try:
+            await self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            async with self._conn.execute("PRAGMA user_version") as cur:
+                (version,) = await cur.fetchone()
+        except aiosqlite.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+        return version
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self.path} was written by a newer ktui (schema {version}, this version "
+                f"understands up to {SCHEMA_VERSION}); upgrade ktui to open it"
+            )
+
     async def _configure(self) -> None:
         for pragma in (
+            f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
             "PRAGMA journal_mode = WAL",
             "PRAGMA foreign_keys = ON",
-            f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
             "PRAGMA synchronous = NORMAL",
         ):
             try:
@@ -187,19 +224,19 @@ class Database:
                 raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
 
     async def _migrate(self) -> None:
-        async with self._conn.execute("PRAGMA user_version") as cur:
-            (version,) = await cur.fetchone()
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{self.path} was written by a newer ktui (schema {version}, this version "
-                f"understands up to {SCHEMA_VERSION}); upgrade ktui to open it"
-            )
-        for target in range(version, SCHEMA_VERSION):
+        while True:
             await self._conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _split_script(MIGRATIONS[target]):
+                # Re-read under the write lock: another process (a second ktui, the CLI)
+                # may have migrated between our first read and acquiring the lock.
+                version = await self._read_version()
+                self._refuse_newer(version)
+                if version >= SCHEMA_VERSION:
+                    await self._conn.execute("COMMIT")
+                    return
+                for statement in _split_script(MIGRATIONS[version]):
                     await self._conn.execute(statement)
-                await self._conn.execute(f"PRAGMA user_version = {target + 1}")
+                await self._conn.execute(f"PRAGMA user_version = {version + 1}")
                 await self._conn.execute("COMMIT")
             except BaseException:
                 await self._conn.execute("ROLLBACK")
@@ -223,18 +260,41 @@ class Database:
             else:
                 await self._conn.execute("COMMIT")
 
+    async def run_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(connection)` inside BEGIN IMMEDIATE … COMMIT on the connection's own
+        thread, in one hop.
+
+        The hot paths (status writes during indexing) issue half a dozen statements per
+        call; awaiting each through aiosqlite costs a thread round trip and an event-loop
+        wake-up apiece. aiosqlite has no public "run this function on your thread"
+        call, so this uses its `_execute` queue (present in every release since 0.11).
+        """
+
+        def run(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        async with self._lock:
+            return await self._conn._execute(run, self._conn._conn)
+
     @asynccontextmanager
     async def read(self) -> AsyncIterator[aiosqlite.Connection]:
         async with self._lock:
             yield self._conn
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
-        async with self.read() as conn, conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        async with self.read() as conn:
+            return list(await conn.execute_fetchall(sql, params))  # one thread hop
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
-        async with self.read() as conn, conn.execute(sql, params) as cur:
-            return await cur.fetchone()
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
 
     async def close(self) -> None:
         async with self._lock:
