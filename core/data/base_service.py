@@ -147,11 +147,10 @@ class KnowledgeBaseService:
             return await self._get(conn, base_id)
 
     async def _get(self, conn: aiosqlite.Connection, base_id: str) -> KnowledgeBase:
-        async with conn.execute(f"SELECT {BASE_COLUMNS} FROM knowledge_base WHERE id = ?", (base_id,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
+        rows = await conn.execute_fetchall(f"SELECT {BASE_COLUMNS} FROM knowledge_base WHERE id = ?", (base_id,))
+        if not rows:
             raise NotFoundError("Knowledge base", base_id)
-        return base_from_row(row)
+        return base_from_row(rows[0])
 
     async def list(self, page: Any = 1, limit: Any = 20) -> Page[KnowledgeBase]:
         page, limit = require_page(page, limit)

@@ -10,6 +10,7 @@ runtime can publish exactly those as events.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -298,79 +299,12 @@ class KnowledgeItemService:
         if data is not None and len(set(item_ids)) != 1:
             raise ValidationError.field("data", "can only be written for one item at a time")
         ids = list(dict.fromkeys(item_ids))
-        async with self._db.transaction() as conn:
-            before: dict[str, Any] = {}
-            for part in _chunks(ids):
-                async with conn.execute(
-                    f"SELECT id, type, status, group_id FROM knowledge_item WHERE id IN ({_marks(len(part))})", part
-                ) as cur:
-                    before.update({r["id"]: r for r in await cur.fetchall()})
-            missing = [i for i in ids if i not in before]
-            if missing:
-                raise NotFoundError("Knowledge item", missing[0])
-            for row in before.values():
-                check_state(ItemType(row["type"]), status, phase, error)
-                if data is not None and type(data) is not ITEM_DATA_CLASSES[ItemType(row["type"])]:
-                    raise ValidationError.field("data", f"does not match a {row['type']} item")
-            now = utc_now()
-            updated: dict[str, KnowledgeItem] = {}
-            set_data = ", data = ?" if data is not None else ""
-            extra = (data_to_json(data),) if data is not None else ()
-            for part in _chunks(ids):
-                async with conn.execute(
-                    f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ?{set_data} "
-                    f"WHERE id IN ({_marks(len(part))}) RETURNING {ITEM_COLUMNS}",
-                    (status.value, phase.value if phase else None, error, now, *extra, *part),
-                ) as cur:
-                    updated.update({r["id"]: item_from_row(r) for r in await cur.fetchall()})
-            # a parent's state depends on its children's statuses only: a phase change cannot alter it
-            parents = {r["group_id"] for r in before.values() if r["group_id"] is not None and r["status"] != status}
-            if status == ItemStatus.PROCESSING and phase is None:
-                # a container whose own work is done takes its state from its children
-                parents |= {r["id"] for r in before.values() if ItemType(r["type"]) in CONTAINER_TYPES}
-            reconciled = {i.id: i for i in await self._reconcile_many(conn, parents)}
-            changed = [reconciled.pop(i, updated[i]) for i in ids]
-            return changed + list(reconciled.values())
+        # the indexing hot path: the whole transaction runs on the database thread in one hop
+        return await self._db.run_in_transaction(lambda conn: _write_status(conn, ids, status, phase, error, data))
 
     async def reconcile(self, container_id: str) -> list[KnowledgeItem]:
         """Recompute a container (and its ancestors) from its own phase and children."""
-        async with self._db.transaction() as conn:
-            return await self._reconcile_many(conn, {container_id})
-
-    async def _reconcile_many(self, conn: aiosqlite.Connection, parents: set[str]) -> list[KnowledgeItem]:
-        changed: dict[str, KnowledgeItem] = {}
-        for parent in parents:
-            for item in await self._reconcile_up(conn, parent):
-                changed[item.id] = item
-        return list(changed.values())
-
-    async def _reconcile_up(self, conn: aiosqlite.Connection, container_id: str | None) -> list[KnowledgeItem]:
-        changed: list[KnowledgeItem] = []
-        while container_id is not None:
-            async with conn.execute(
-                """SELECT k.status, k.phase, k.error, k.group_id,
-                     (SELECT count(*) FROM knowledge_item c
-                       WHERE c.group_id = k.id AND c.status IN ('idle', 'processing')) AS active,
-                     (SELECT count(*) FROM knowledge_item c
-                       WHERE c.group_id = k.id AND c.status = 'failed') AS failed
-                   FROM knowledge_item k WHERE k.id = ?""",
-                (container_id,),
-            ) as cur:
-                row = await cur.fetchone()
-            if row is None:
-                break
-            counts = {"processing": row["active"], "failed": row["failed"]}
-            status, phase, error = derive_container_state(row["phase"], counts)
-            if (status, phase, error) == (row["status"], row["phase"], row["error"]):
-                break  # unchanged: nothing above can change either
-            async with conn.execute(
-                f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ? WHERE id = ? "
-                f"RETURNING {ITEM_COLUMNS}",
-                (status, phase, error, utc_now(), container_id),
-            ) as cur:
-                changed.append(item_from_row(await cur.fetchone()))
-            container_id = row["group_id"]
-        return changed
+        return await self._db.run_in_transaction(lambda conn: _reconcile_many(conn, {container_id}))
 
     async def update_data(self, item_id: str, data: ItemData) -> KnowledgeItem:
         async with self._db.transaction() as conn:
@@ -387,12 +321,18 @@ class KnowledgeItemService:
 
     async def delete(self, item_ids: Sequence[str]) -> list[KnowledgeItem]:
         """Delete items (descendants cascade) and reconcile their surviving parents."""
-        async with self._db.transaction() as conn:
-            items = await self._get_many(conn, list(item_ids))
-            for part in _chunks([i.id for i in items]):
-                await conn.execute(f"DELETE FROM knowledge_item WHERE id IN ({_marks(len(part))})", part)
-            parents = {i.group_id for i in items if i.group_id is not None} - {i.id for i in items}
-            return await self._reconcile_many(conn, parents)
+        ids = list(dict.fromkeys(item_ids))
+
+        def run(conn: sqlite3.Connection) -> list[KnowledgeItem]:
+            parents: set[str] = set()
+            for part in _chunks(ids):
+                marks = _marks(len(part))
+                rows = conn.execute(f"SELECT group_id FROM knowledge_item WHERE id IN ({marks})", part).fetchall()
+                parents |= {r["group_id"] for r in rows if r["group_id"] is not None}
+                conn.execute(f"DELETE FROM knowledge_item WHERE id IN ({marks})", part)
+            return _reconcile_many(conn, parents - set(ids))
+
+        return await self._db.run_in_transaction(run)
 
     async def delete_children(self, container_id: str) -> int:
         """Drop a container's whole subtree (its own row stays), e.g. before a fresh prepare."""
@@ -408,11 +348,10 @@ class KnowledgeItemService:
                 raise NotFoundError("Knowledge base", base_id)
 
     async def _get(self, conn: aiosqlite.Connection, item_id: str) -> KnowledgeItem:
-        async with conn.execute(f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE id = ?", (item_id,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
+        rows = await conn.execute_fetchall(f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE id = ?", (item_id,))
+        if not rows:
             raise NotFoundError("Knowledge item", item_id)
-        return item_from_row(row)
+        return item_from_row(rows[0])
 
     async def _get_many(self, conn: aiosqlite.Connection, item_ids: list[str]) -> list[KnowledgeItem]:
         found: dict[str, KnowledgeItem] = {}
@@ -423,6 +362,87 @@ class KnowledgeItemService:
                 for row in await cur.fetchall():
                     found[row["id"]] = item_from_row(row)
         return [found[i] for i in dict.fromkeys(item_ids) if i in found]
+
+
+
+def _write_status(
+    conn: sqlite3.Connection,
+    ids: list[str],
+    status: ItemStatus,
+    phase: ItemPhase | None,
+    error: str | None,
+    data: ItemData | None,
+) -> list[KnowledgeItem]:
+    before: dict[str, Any] = {}
+    for part in _chunks(ids):
+        rows = conn.execute(
+            f"SELECT id, type, status, group_id FROM knowledge_item WHERE id IN ({_marks(len(part))})", part
+        ).fetchall()
+        before.update({r["id"]: r for r in rows})
+    missing = [i for i in ids if i not in before]
+    if missing:
+        raise NotFoundError("Knowledge item", missing[0])
+    for row in before.values():
+        check_state(ItemType(row["type"]), status, phase, error)
+        if data is not None and type(data) is not ITEM_DATA_CLASSES[ItemType(row["type"])]:
+            raise ValidationError.field("data", f"does not match a {row['type']} item")
+    now = utc_now()
+    updated: dict[str, KnowledgeItem] = {}
+    set_data = ", data = ?" if data is not None else ""
+    extra = (data_to_json(data),) if data is not None else ()
+    for part in _chunks(ids):
+        rows = conn.execute(
+            f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ?{set_data} "
+            f"WHERE id IN ({_marks(len(part))}) RETURNING {ITEM_COLUMNS}",
+            (status.value, phase.value if phase else None, error, now, *extra, *part),
+        ).fetchall()
+        updated.update({r["id"]: item_from_row(r) for r in rows})
+    # a parent's state depends on its children's statuses only: a phase change cannot alter it
+    parents = {r["group_id"] for r in before.values() if r["group_id"] is not None and r["status"] != status}
+    if status == ItemStatus.PROCESSING and phase is None:
+        # a container whose own work is done takes its state from its children
+        parents |= {r["id"] for r in before.values() if ItemType(r["type"]) in CONTAINER_TYPES}
+    reconciled = {i.id: i for i in _reconcile_many(conn, parents)}
+    changed = [reconciled.pop(i, updated[i]) for i in ids]
+    return changed + list(reconciled.values())
+
+
+def _reconcile_many(conn: sqlite3.Connection, parents: set[str]) -> list[KnowledgeItem]:
+    changed: dict[str, KnowledgeItem] = {}
+    for parent in parents:
+        for item in _reconcile_up(conn, parent):
+            changed[item.id] = item
+    return list(changed.values())
+
+
+def _reconcile_up(conn: sqlite3.Connection, container_id: str | None) -> list[KnowledgeItem]:
+    """Recompute a container from its own phase and its children, then its parent, and so
+    on, stopping at the first ancestor whose state does not change."""
+    changed: list[KnowledgeItem] = []
+    while container_id is not None:
+        row = conn.execute(
+            """SELECT k.status, k.phase, k.error, k.group_id,
+                 (SELECT count(*) FROM knowledge_item c
+                   WHERE c.group_id = k.id AND c.status IN ('idle', 'processing')) AS active,
+                 (SELECT count(*) FROM knowledge_item c
+                   WHERE c.group_id = k.id AND c.status = 'failed') AS failed
+               FROM knowledge_item k WHERE k.id = ?""",
+            (container_id,),
+        ).fetchone()
+        if row is None:
+            break
+        counts = {"processing": row["active"], "failed": row["failed"]}
+        status, phase, error = derive_container_state(row["phase"], counts)
+        if (status, phase, error) == (row["status"], row["phase"], row["error"]):
+            break  # unchanged: nothing above can change either
+        updated = conn.execute(
+            f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ? WHERE id = ? "
+            f"RETURNING {ITEM_COLUMNS}",
+            (status, phase, error, utc_now(), container_id),
+        ).fetchone()
+        changed.append(item_from_row(updated))
+        container_id = row["group_id"]
+    return changed
 
 
 def derive_container_state(

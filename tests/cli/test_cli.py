@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,10 @@ class Ktui:
             'kind = "openai"\n'
             f'base_url = "{server_url}/v1"\n'
             "max_retries = 0\n"
+            "[providers.ollama]\n"
+            'kind = "openai"\n'
+            f'base_url = "{server_url}/v1"\n'
+            "max_retries = 0\n"
             "[providers.dead]\n"
             'kind = "openai"\n'
             'base_url = "http://127.0.0.1:9/v1"\n'
@@ -66,10 +71,13 @@ class Ktui:
 
     def __call__(self, *args: str, rc: int = 0, stdin: str | None = None, env: dict[str, str] | None = None,
                  **kw) -> subprocess.CompletedProcess:
+        started = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "tui.cli", *args],
             cwd=self.work, env=env or self.env(), input=stdin, capture_output=True, text=True, timeout=60, **kw,
         )
+        if os.environ.get("KTUI_TEST_TIMING"):
+            print(f"{time.perf_counter() - started:.2f}s ktui {' '.join(args)}")
         assert proc.returncode == rc, f"ktui {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return proc
 
@@ -108,6 +116,7 @@ def test_usage_errors_exit_2(ktui):
         assert f"    {command}" in help_text
 
 
+@pytest.mark.slow
 def test_base_and_item_workflow(ktui):
     make_docs(ktui.work)
     created = ktui.json("base", "create", "Notes", "--chunk-size", "200", "--chunk-overlap", "20")
@@ -185,6 +194,7 @@ def test_base_and_item_workflow(ktui):
     assert line == "ktui: error: Knowledge base not found: Renamed"
 
 
+@pytest.mark.slow
 def test_export_import_restore(ktui):
     ktui("base", "create", "Zoo", "--emoji", "🦒")
     ktui("add", "Zoo", "--note", "Giraffes have long necks to reach acacia leaves", "--note", "-",
@@ -196,12 +206,12 @@ def test_export_import_restore(ktui):
     assert json.loads(ktui("base", "export", "Zoo").stdout)["bases"][0]["items"] == doc["bases"][0]["items"]
 
     # Another machine: the model's provider is not configured there.
-    doc["bases"][0]["embedding_model_id"] = "ollama::nomic-embed-text"
+    doc["bases"][0]["embedding_model_id"] = "lmstudio::nomic-embed-text"
     moved = ktui.work / "moved.json"
     moved.write_text(json.dumps(doc), encoding="utf-8")
     other = Ktui(ktui.work / "other", ktui.server_url)
     imported = other("base", "import", str(moved))
-    assert "FAILED missing_embedding_model (provider 'ollama' is not configured here)" in imported.stdout
+    assert "FAILED missing_embedding_model (provider 'lmstudio' is not configured here)" in imported.stdout
     assert "2 item(s) kept as data" in imported.stdout
     (failed,) = other.json("base", "list")["bases"]
     assert failed["status"] == "failed" and failed["error"] == "missing_embedding_model"
@@ -272,6 +282,7 @@ def test_rank_json_lines(ktui):
     assert "ranked by keyword overlap" in degraded.stderr
 
 
+@pytest.mark.slow
 def test_errors_config_and_environment(ktui, tmp_path):
     ktui("base", "create", "Twin")
     ktui("base", "create", "Twin", "--model", "fake::other")
@@ -299,6 +310,7 @@ def test_errors_config_and_environment(ktui, tmp_path):
     assert "dead" in models["errors"]
 
 
+@pytest.mark.slow
 def test_wait_resumes_work_queued_without_wait(ktui):
     ktui("base", "create", "Later")
     queued = ktui("add", "Later", "--note", "Narwhals have a long spiral tusk")
@@ -354,3 +366,66 @@ def test_plain_ktui_opens_the_tui_with_the_settings(tmp_path, monkeypatch):
     monkeypatch.setattr(tui.app, "run_app", fake_run_app)
     assert main(["--data-dir", str(tmp_path / "d"), "--demo"]) == 0
     assert seen == {"data_dir": tmp_path / "d", "demo": True}
+
+
+@pytest.mark.slow
+def test_add_sources_and_base_options(ktui):
+    """The examples of docs/cli.md for `base create` and `add`, with a local web server for URLs."""
+    from tests.support.httpserver import Response, routes, serve
+
+    notes = ktui.work / "notes"
+    notes.mkdir()
+    (notes / "intro.md").write_text("# Intro\nArmadillos roll into armoured balls.", encoding="utf-8")
+    (ktui.work / "more").mkdir()
+    (ktui.work / "more" / "m.txt").write_text("Meerkats stand guard on their hind legs.", encoding="utf-8")
+    (ktui.work / "paper.md").write_text("Octopuses have three hearts and blue blood.", encoding="utf-8")
+    (ktui.work / "journal.txt").write_text("Dear diary: saw a heron today.", encoding="utf-8")
+    html = "<html><head><title>{0}</title></head><body><article><h1>{0}</h1><p>{1}</p></article></body></html>"
+    with serve(lambda req: None) as web:
+        base = web.url
+        pages = {
+            "/post": Response(200, html.format("Post", "Lighthouses guide ships along rocky coasts at night."),
+                              {"Content-Type": "text/html; charset=utf-8"}),
+            "/a": Response(200, html.format("A", "Glaciers carve valleys over thousands of years."),
+                           {"Content-Type": "text/html; charset=utf-8"}),
+            "/b": Response(200, html.format("B", "Coral reefs shelter a quarter of marine species."),
+                           {"Content-Type": "text/html; charset=utf-8"}),
+            "/sitemap.xml": Response(200, (
+                '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                f"<url><loc>{base}/a</loc></url><url><loc>{base}/b</loc></url></urlset>"),
+                {"Content-Type": "application/xml"}),
+        }
+        web.handler = routes(pages)
+
+        papers = ktui.json("base", "create", "Papers", "--model", "ollama::nomic-embed-text", "--chunk-size", "512",
+                           "--mode", "hybrid", "--alpha", "0.7")
+        assert (papers["embedding_model_id"], papers["chunk_size"], papers["hybrid_alpha"]) == (
+            "ollama::nomic-embed-text", 512, 0.7)
+        research = ktui.json("base", "create", "Research", "--group", "Work", "--emoji", "🔬", "--threshold", "0.3",
+                             "--top-k", "5")
+        assert research["group_id"] and (research["emoji"], research["threshold"], research["top_k"]) == ("🔬", 0.3, 5)
+        assert ktui.json("base", "update", "Research", "--group", "none")["group_id"] is None
+
+        added = ktui.json("add", "Papers", "notes", "./paper.md", f"{base}/post", "--wait")
+        assert [i["type"] for i in added["items"]] == ["directory", "file", "url"]
+        assert added["wait"]["failed"] == [] and added["wait"]["completed"] == 4
+        sitemap = ktui.json("add", "Papers", f"{base}/sitemap.xml", "--sitemap", "--wait")
+        assert sitemap["items"][0]["type"] == "sitemap" and sitemap["wait"]["completed"] == 3
+        ktui("add", "Papers", "--note", "Buy milk", "--note", "-", "--source-url", "https://example.org/src",
+             stdin=(ktui.work / "journal.txt").read_text(encoding="utf-8"))
+        watched = ktui.json("add", "Papers", "more", "--dir", "--watch")
+        assert watched["items"][0]["data"]["watch"] is True
+        assert "is not a directory" in one_error_line(ktui("add", "Papers", "paper.md", "--dir", rc=1).stderr)
+
+    notes_json = ktui.json("items", "Papers", "--type", "note")["items"]
+    assert sorted(n["data"]["content"] for n in notes_json) == ["Buy milk", "Dear diary: saw a heron today."]
+    assert {n["data"]["source_url"] for n in notes_json} == {"https://example.org/src"}
+    urls = [i["source"] for i in ktui.json("items", "Papers", "--all", "--type", "url")["items"]]
+    assert sorted(urls) == [f"{base}/a", f"{base}/b", f"{base}/post"]
+    hits = ktui.json("search", "Papers", "glaciers carve valleys")["results"]
+    assert hits[0]["source"] == f"{base}/a"
+
+    paper = next(i for i in added["items"] if i["type"] == "file")
+    again = ktui.json("reindex", "Papers", "intro.md", paper["id"][-8:], "--wait")
+    assert len(again["items"]) == 2 and again["wait"]["failed"] == []  # intro.md reindexes its directory
+    assert sorted(ktui.json("base", "delete", "Papers", "Research")["deleted"]) == sorted([papers["id"], research["id"]])
