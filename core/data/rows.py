@@ -56,7 +56,14 @@ def group_from_row(row: Any) -> KnowledgeGroup:
 def data_to_json(data: ItemData) -> str:
     """Store only the fields that are set, so older rows stay readable as fields are added."""
     payload = {k: v for k, v in dataclasses.asdict(data).items() if v is not None}
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A non-UTF-8 file name (os.fsdecode gives lone surrogates) cannot be bound as
+        # SQLite text; \uXXXX escapes keep it exact and json.loads restores it.
+        text = json.dumps(payload, ensure_ascii=True, separators=(",", ":"))
+    return text
 
 
 def data_from_json(item_type: ItemType, raw: str) -> ItemData:

@@ -41,14 +41,29 @@ DEFAULT_PAGE_LIMIT = 20
 MAX_URL_CHARS = 8192
 MAX_PATH_CHARS = 4096
 
+MAX_EMOJI_CODEPOINTS = 16  # the longest standard emoji ZWJ sequences are ~10
+
 _GRAPHEME = regex.compile(r"\X")
 _HAS_WORD_CHAR = regex.compile(r"[\p{L}\p{N}]")
+
+
+def _is_unicode(value: str) -> bool:
+    """False for strings SQLite cannot store (lone surrogates, e.g. from bad JSON)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _has_control(value: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in value)
 
 
 def require_id(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError.field(field, "must be a non-empty string id")
-    if len(value) > MAX_ID_CHARS or value != value.strip() or "\x00" in value:
+    if len(value) > MAX_ID_CHARS or value != value.strip() or "\x00" in value or not _is_unicode(value):
         raise ValidationError.field(field, "is not a valid id")
     return value
 
@@ -78,6 +93,8 @@ def require_name(value: Any, field: str = "name") -> str:
         raise ValidationError.field(field, f"must be at most {MAX_NAME_CHARS} characters")
     if any(ord(c) < 32 for c in value):
         raise ValidationError.field(field, "must not contain control characters")
+    if not _is_unicode(value):
+        raise ValidationError.field(field, "must be valid Unicode text")
     return value
 
 
@@ -86,9 +103,12 @@ def require_emoji(value: Any, field: str = "emoji") -> str:
         raise ValidationError.field(field, "must be a non-empty string")
     if value != value.strip():
         raise ValidationError.field(field, "must not be padded with whitespace")
-    if len(_GRAPHEME.findall(value)) != 1:
+    if not _is_unicode(value):
+        raise ValidationError.field(field, "must be valid Unicode text")
+    # one grapheme cluster, but not an unbounded one ("e" + 10,000 combining marks)
+    if len(value) > MAX_EMOJI_CODEPOINTS or len(_GRAPHEME.findall(value)) != 1:
         raise ValidationError.field(field, "must be exactly one character (one emoji)")
-    if any(ord(c) < 32 for c in value):
+    if _has_control(value):
         raise ValidationError.field(field, "must not contain control characters")
     return value
 
@@ -104,7 +124,9 @@ def _int(value: Any, field: str, *, minimum: int | None = None, maximum: int | N
 
 
 def _unit(value: Any, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError.field(field, "must be a number between 0 and 1")
+    if isinstance(value, float) and not math.isfinite(value):  # math.isfinite(10**400) overflows
         raise ValidationError.field(field, "must be a number between 0 and 1")
     if not 0 <= value <= 1:
         raise ValidationError.field(field, "must be between 0 and 1")
@@ -116,6 +138,8 @@ def require_model_id(value: Any, field: str = "embedding_model_id") -> str:
         raise ValidationError.field(field, "must be a 'provider::model' string")
     provider, sep, model = value.strip().partition("::")
     if not sep or not provider.strip() or not model.strip() or len(value) > 500:
+        raise ValidationError.field(field, "must look like 'provider::model'")
+    if _has_control(value) or not _is_unicode(value):
         raise ValidationError.field(field, "must look like 'provider::model'")
     return value.strip()
 
@@ -131,6 +155,8 @@ def require_page(page: Any, limit: Any) -> tuple[int, int]:
 def require_query(value: Any, field: str = "query") -> str:
     if not isinstance(value, str):
         raise ValidationError.field(field, "must be a string")
+    if not _is_unicode(value):
+        raise ValidationError.field(field, "must be valid Unicode text")
     text = value.strip()
     if not text:
         raise ValidationError.field(field, "must not be empty")
@@ -257,7 +283,13 @@ def require_http_url(value: Any, field: str) -> str:
         parts.port  # noqa: B018 - raises on a malformed port
     except ValueError:
         raise ValidationError.field(field, f"Invalid knowledge url: {url}") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
+    if (
+        parts.scheme.lower() not in ("http", "https")
+        or not parts.hostname
+        or any(c.isspace() for c in url)
+        or _has_control(url)
+        or not _is_unicode(url)
+    ):
         raise ValidationError.field(field, f"Invalid knowledge url: {url}")
     return url
 
@@ -325,6 +357,8 @@ def validate_item_input(raw: Any, field: str = "items[0]") -> ValidItem:
                 raise ValidationError.field(
                     f"{field}.data.content", f"must be at most {MAX_NOTE_CHARS:,} characters"
                 )
+            if not _is_unicode(content):
+                raise ValidationError.field(f"{field}.data.content", "must be valid Unicode text")
             source_url = data.get("source_url")
             if source_url is not None:
                 source_url = require_http_url(source_url, f"{field}.data.source_url")
