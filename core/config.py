@@ -13,11 +13,14 @@ user knows exactly what to fix.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -99,7 +102,7 @@ class Settings:
         """Configured providers plus the implicit ones (builtin, and ollama when enabled)."""
         out = {"builtin": ProviderConfig(name="builtin", kind="builtin")}
         if self.auto_ollama and "ollama" not in self.providers:
-            url = os.environ.get("OLLAMA_HOST") or DEFAULT_OLLAMA_URL
+            url = os.environ.get("OLLAMA_HOST", "").strip() or DEFAULT_OLLAMA_URL
             out["ollama"] = ProviderConfig(name="ollama", kind="ollama", base_url=_normalise_host(url))
         out.update(self.providers)
         return out
@@ -113,11 +116,26 @@ class Settings:
 
 
 def _normalise_host(url: str) -> str:
-    """OLLAMA_HOST is often given as `host:port` without a scheme."""
+    """Read OLLAMA_HOST the way Ollama itself does: `host`, `host:port`, `:port` or a URL.
+
+    Without a scheme the port defaults to Ollama's 11434 (`OLLAMA_HOST=0.0.0.0` is
+    the common server setting) and an empty host means 127.0.0.1; a full
+    `http(s)://` URL is taken as written.
+    """
     url = url.strip()
-    if "://" not in url:
-        url = "http://" + url
-    return url.rstrip("/")
+    if not url:
+        return DEFAULT_OLLAMA_URL
+    if "://" in url:
+        return url.rstrip("/")
+    hostport, slash, path = url.partition("/")
+    try:
+        parts = urlsplit("http://" + hostport)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 11434
+    except ValueError:  # not host[:port]; let the HTTP client report it
+        return ("http://" + url).rstrip("/")
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{slash}{path}".rstrip("/")
 
 
 def default_config_path() -> Path:
@@ -196,7 +214,7 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
     model = p.string(raw, "default_embedding_model", DEFAULT_EMBEDDING_MODEL)
     if "::" not in model:
         raise ConfigError("must look like 'provider::model'", file=file, key="default_embedding_model")
-    chunk_size = p.integer(raw, "chunk_size", DEFAULT_CHUNK_SIZE, minimum=16)
+    chunk_size = p.integer(raw, "chunk_size", DEFAULT_CHUNK_SIZE, minimum=16, maximum=100_000)
     chunk_overlap = p.integer(raw, "chunk_overlap", min(DEFAULT_CHUNK_OVERLAP, chunk_size - 1), minimum=0)
     if chunk_overlap >= chunk_size:
         raise ConfigError("must be smaller than chunk_size", file=file, key="chunk_overlap")
@@ -281,8 +299,8 @@ class _Parser:
         if key not in raw:
             return default
         value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(prefix + key, "must be a number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.fail(prefix + key, "must be a finite number")
         if value < minimum:
             raise self.fail(prefix + key, f"must be at least {minimum}")
         return float(value)
