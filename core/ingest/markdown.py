@@ -11,16 +11,15 @@ block.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from dataclasses import dataclass
 
-# Patterns anchored on a literal "\n" (searched on "\n" + text) let the regex
-# engine skip ahead with a fast literal scan instead of trying `^` at every offset.
-_ATX_START_RE = re.compile(r"\n(?=[ ]{0,3}#)")
+# One scan finds every line that can matter (ATX heading, fence, setext underline);
+# anchoring on a literal "\n" (searched in "\n" + text) lets the regex engine skip
+# ahead with a fast literal search instead of trying `^` at every offset.
+_CANDIDATE_RE = re.compile(r"\n(?=[ ]{0,3}(?:#|```|~~~|=+[ \t]*(?:\n|\Z)|-{2,}[ \t]*(?:\n|\Z)))")
 _ATX_LINE_RE = re.compile(r"[ ]{0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#+[ \t]*)?")
-_UNDERLINE_RE = re.compile(r"\n[ ]{0,3}(=+|-{2,})[ \t]*(?=\n|\Z)")
-_SETEXT_TEXT_RE = re.compile(r"[ ]{0,3}[^ \t\n#>\-*+|=]")
-_FENCE_RE = re.compile(r"\n[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:\n[ ]{0,3}\1[ \t]*(?=\n|\Z)|\Z)", re.S)
+_FENCE_LINE_RE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})(.*)")
+_SETEXT_TEXT_RE = re.compile(r"[ ]{0,3}[^ \t\n#>\-*+|=`~]")
 _FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n.*?^(?:---|\.\.\.)[ \t]*$", re.M | re.S)
 _INLINE_MARKUP_RE = re.compile(r"[*_`]+")
 _NON_SPACE_RE = re.compile(r"\S")
@@ -43,57 +42,61 @@ def _clean_title(raw: str) -> str:
 
 def sections(text: str) -> list[Section]:
     """Split Markdown `text` into heading sections (the first may have an empty path)."""
-    has_hash = "#" in text
-    underlines = list(_UNDERLINE_RE.finditer(text))
-    if not has_hash and not underlines:
-        return [Section(0, (), True)]
-    nl_text = "\n" + text  # offsets in nl_text are offsets in text + 1
-    skip: list[tuple[int, int]] = []
-    if "```" in text or "~~~" in text:
-        skip.extend((a - 1, b - 1) for a, b in (m.span() for m in _FENCE_RE.finditer(nl_text)))
-    fm = _FRONT_MATTER_RE.match(text) if text.startswith("---") else None
-    if fm:
-        skip.append(fm.span())
-    skip.sort()
-    skip_starts = [a for a, _ in skip]
-
-    def skipped(pos: int) -> bool:
-        i = bisect_right(skip_starts, pos) - 1
-        return i >= 0 and pos < skip[i][1]
-
+    begin = 0
+    if text.startswith("---"):
+        fm = _FRONT_MATTER_RE.match(text)
+        if fm:
+            begin = fm.end()
     found: list[tuple[int, int, int, str]] = []  # (line start, body start, level, title)
-    if has_hash:
-        for m in _ATX_START_RE.finditer(nl_text):
-            line_start = m.start()  # the "\n" in nl_text == the line start in text
-            line_end = text.find("\n", line_start)
-            if line_end < 0:
-                line_end = len(text)
-            h = _ATX_LINE_RE.fullmatch(text, line_start, line_end)
-            if h is None or (skip and skipped(line_start)):
+    fence: str | None = None  # the opening fence while inside a fenced code block
+    n = len(text)
+    for m in _CANDIDATE_RE.finditer("\n" + text, begin):
+        line_start = m.start()  # the "\n" at i in "\n" + text is the line starting at i in text
+        line_end = text.find("\n", line_start)
+        if line_end < 0:
+            line_end = n
+        first = text[line_start : line_start + 4].lstrip(" ")[:1]
+        if first in "`~":
+            f = _FENCE_LINE_RE.fullmatch(text, line_start, line_end)
+            if f is None:
                 continue
-            found.append((line_start, line_end, len(h.group(1)), _clean_title(h.group(2) or "")))
-    for m in underlines:
-        under = m.start()  # the "\n" before the underline ends the heading text line
-        line_start = text.rfind("\n", 0, under) + 1
-        line = text[line_start:under]
-        if not line.strip() or not _SETEXT_TEXT_RE.match(line) or (skip and skipped(line_start)):
+            marker = f.group(1)
+            if fence is None:
+                if not (marker[0] == "`" and "`" in f.group(2)):  # CommonMark: no backtick in the info string
+                    fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence) and not f.group(2).strip():
+                fence = None
             continue
-        level = 1 if m.group(1).startswith("=") else 2
-        found.append((line_start, m.end(), level, _clean_title(line)))
+        if fence is not None:
+            continue
+        if first == "#":
+            h = _ATX_LINE_RE.fullmatch(text, line_start, line_end)
+            if h is not None:
+                found.append((line_start, line_end, len(h.group(1)), _clean_title(h.group(2) or "")))
+            continue
+        # A setext underline: the previous line is the heading text.
+        if line_start == 0:
+            continue
+        prev_start = text.rfind("\n", 0, line_start - 1) + 1
+        if prev_start < begin:
+            continue
+        line = text[prev_start : line_start - 1]
+        if not line.strip() or not _SETEXT_TEXT_RE.match(line):
+            continue
+        if found and found[-1][0] == prev_start:
+            continue
+        found.append((prev_start, line_end, 1 if first == "=" else 2, _clean_title(line)))
     if not found:
         return [Section(0, (), True)]
-    found.sort()
     out: list[Section] = []
     if found[0][0] > 0:
         out.append(Section(0, (), _NON_SPACE_RE.search(text, 0, found[0][0]) is not None))
     stack: list[tuple[int, str]] = []
     for i, (start, body_start, level, title) in enumerate(found):
-        if out and out[-1].start == start:
-            continue
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title or "(untitled)"))
-        next_start = found[i + 1][0] if i + 1 < len(found) else len(text)
+        next_start = found[i + 1][0] if i + 1 < len(found) else n
         has_body = _NON_SPACE_RE.search(text, body_start, max(body_start, next_start)) is not None
         out.append(Section(start, tuple(t for _, t in stack), has_body))
     return out

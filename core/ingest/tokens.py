@@ -110,7 +110,15 @@ def token_starts(text: str) -> np.ndarray:
 def starts_from_classes(classes: np.ndarray) -> np.ndarray:
     starts = classes >= DENSE  # DENSE and OTHER characters are one token each
     word = (classes == WORD).view(np.int8)
-    edges = np.flatnonzero(np.diff(word, prepend=np.int8(0), append=np.int8(0)))
+    n = word.shape[0]
+    change = np.empty(n + 1, dtype=np.int8)  # np.diff(prepend=0, append=0) without its overhead
+    if n:
+        change[0] = word[0]
+        np.subtract(word[1:], word[:-1], out=change[1:n])
+        change[n] = -word[-1]
+    else:
+        change[0] = 0
+    edges = np.flatnonzero(change)
     if edges.size:
         first, stop = edges[0::2], edges[1::2]  # word runs are [first, stop)
         starts[first] = True
