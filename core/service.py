@@ -24,6 +24,7 @@ from core.data.item_service import KnowledgeItemService
 from core.data.validation import require_id, require_model_id
 from core.db import Database
 from core.embeddings import EmbeddingService
+from core.lockfile import DataDirLock
 from core.engine import RankResult
 from core.models import (
     ROOT,
@@ -71,6 +72,7 @@ class KnowledgeService:
             bus=self._bus,
         )
         self._closed = False
+        self._lock: DataDirLock | None = None
 
     @classmethod
     async def open(cls, data_dir: Path | str | None = None, settings: Settings | None = None) -> KnowledgeService:
@@ -82,8 +84,15 @@ class KnowledgeService:
             settings = load_settings(data_dir=data_dir)
         elif data_dir is not None:
             settings = settings.with_(data_dir=Path(data_dir))
-        db = await Database.open(Path(settings.data_dir))
+        lock = DataDirLock(Path(settings.data_dir))
+        lock.acquire()
+        try:
+            db = await Database.open(Path(settings.data_dir))
+        except BaseException:
+            lock.release()
+            raise
         service = cls(settings, db)
+        service._lock = lock
         try:
             await service._runtime.start()
         except BaseException:
@@ -102,6 +111,8 @@ class KnowledgeService:
             await asyncio.to_thread(self._stores.close_all)
             await self._embeddings.aclose()
             await self._db.close()
+            if self._lock is not None:
+                self._lock.release()
 
     async def __aenter__(self) -> KnowledgeService:
         return self

@@ -488,3 +488,13 @@ async def test_similar_items_ranks_related_items_first(tmp_path, server):
         again = await ks.similar_items(base.id, car.id)  # every text is cached: no embedding call
         assert server.request_count == calls
         assert [m.candidate.id for m in again.matches] == [apple.id, pie.id] or len(again.matches) == 2
+
+
+async def test_a_data_directory_is_used_by_one_process_at_a_time(tmp_path, server):
+    data = tmp_path / "data"
+    async with open_service(data, server.url):
+        with pytest.raises(InvalidOperationError, match="in use"):
+            async with open_service(data, server.url):
+                pass
+    async with open_service(data, server.url) as ks:  # released on close
+        assert (await ks.list_bases()).total == 0
