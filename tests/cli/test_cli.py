@@ -207,12 +207,13 @@ def test_export_import_restore(ktui):
 
     # Another machine: the model's provider is not configured there.
     doc["bases"][0]["embedding_model_id"] = "lmstudio::nomic-embed-text"
+    doc["bases"][0]["items"].append({"type": "file", "data": {"path": "/old/path.pdf"}})
     moved = ktui.work / "moved.json"
     moved.write_text(json.dumps(doc), encoding="utf-8")
     other = Ktui(ktui.work / "other", ktui.server_url)
     imported = other("base", "import", str(moved))
     assert "FAILED missing_embedding_model (provider 'lmstudio' is not configured here)" in imported.stdout
-    assert "2 item(s) kept as data" in imported.stdout
+    assert "3 item(s) kept as data" in imported.stdout
     (failed,) = other.json("base", "list")["bases"]
     assert failed["status"] == "failed" and failed["error"] == "missing_embedding_model"
     assert failed["embedding_model_id"] is None and failed["dimensions"] == DIMS
@@ -222,7 +223,11 @@ def test_export_import_restore(ktui):
         line = one_error_line(other(*args, rc=1).stderr)
         assert "no usable embedding model" in line and "restore" in line
 
-    restored = other.json("base", "restore", "Zoo", "--model", "fake::deterministic", "--name", "Zoo 2", "--wait")
+    # Restore is all-or-nothing: the file from the old machine blocks it until removed.
+    line = one_error_line(other("base", "restore", "Zoo", "--model", "ollama::nomic-embed-text", rc=1).stderr)
+    assert "1 root item(s) could not be accepted" in line and "/old/path.pdf" in line
+    assert other.json("rm", "Zoo", "/old/path.pdf")["removed"]
+    restored = other.json("base", "restore", "Zoo", "--model", "ollama::nomic-embed-text", "--name", "Zoo 2", "--wait")
     assert restored["base"]["status"] == "completed" and restored["base"]["dimensions"] == DIMS
     assert restored["source_id"] == failed["id"] and restored["wait"]["completed"] == 2
     hits = other.json("search", "Zoo 2", "zebra stripes")["results"]
@@ -428,4 +433,6 @@ def test_add_sources_and_base_options(ktui):
     paper = next(i for i in added["items"] if i["type"] == "file")
     again = ktui.json("reindex", "Papers", "intro.md", paper["id"][-8:], "--wait")
     assert len(again["items"]) == 2 and again["wait"]["failed"] == []  # intro.md reindexes its directory
+    exported = ktui("base", "export", "Papers", "Research", "-o", "bases.json").stdout
+    assert "exported 2 base(s), 7 item(s) to bases.json" in exported
     assert sorted(ktui.json("base", "delete", "Papers", "Research")["deleted"]) == sorted([papers["id"], research["id"]])
