@@ -38,10 +38,17 @@ import numpy as np
 
 from core.errors import ValidationError
 from core.ingest import markdown
-from core.ingest.tokens import DENSE, SPACE, WORD, char_classes, estimate_tokens, starts_from_classes
+from core.ingest.tokens import (
+    DENSE,
+    SPACE,
+    WORD,
+    char_classes,
+    estimate_tokens,
+    starts_from_classes,
+)
 from core.models import Chunk, Document, ItemType
 
-__all__ = ["estimate_tokens", "chunk_documents", "split_text", "Span", "MARKDOWN_CONTENT_TYPE"]
+__all__ = ["MARKDOWN_CONTENT_TYPE", "Span", "chunk_documents", "estimate_tokens", "split_text"]
 
 MARKDOWN_CONTENT_TYPE = "text/markdown"
 """Document.metadata["content_type"] value that turns on heading-aware chunking."""
@@ -213,7 +220,7 @@ class _Splitter:
     # --- packing ----------------------------------------------------------
 
     def _pack(self) -> list[Span]:
-        starts, ends, secs = self.a_start, self.a_end, self.a_section
+        starts, ends = self.a_start, self.a_end
         size, cum = self.size, self.cum
         spans: list[Span] = []
         n_atoms = len(starts)

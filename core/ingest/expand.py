@@ -30,7 +30,7 @@ from core.errors import IngestError
 from core.ingest.readers import is_supported_file
 from core.ingest.sitemap import expand_sitemap
 
-__all__ = ["DirectoryListing", "expand_directory", "expand_sitemap", "walk_directory", "DEFAULT_SKIPPED_DIRS"]
+__all__ = ["DEFAULT_SKIPPED_DIRS", "DirectoryListing", "expand_directory", "expand_sitemap", "walk_directory"]
 
 DEFAULT_SKIPPED_DIRS = frozenset(
     {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Self
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -75,7 +76,7 @@ class Fetcher:
             headers={"User-Agent": USER_AGENT, "Accept": "*/*"},
         )
 
-    async def __aenter__(self) -> Fetcher:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -20,7 +20,7 @@ _CANDIDATE_RE = re.compile(r"\n(?=[ ]{0,3}(?:#|```|~~~|=+[ \t]*(?:\n|\Z)|-{2,}[ 
 _ATX_LINE_RE = re.compile(r"[ ]{0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#+[ \t]*)?")
 _FENCE_LINE_RE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})(.*)")
 _SETEXT_TEXT_RE = re.compile(r"[ ]{0,3}[^ \t\n#>\-*+|=`~]")
-_FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n.*?^(?:---|\.\.\.)[ \t]*$", re.M | re.S)
+_FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n.*?^(?:---|\.\.\.)[ \t]*$", re.MULTILINE | re.DOTALL)
 _INLINE_MARKUP_RE = re.compile(r"[*_`]+")
 _NON_SPACE_RE = re.compile(r"\S")
 

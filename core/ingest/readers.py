@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 from core.config import IngestSettings
 from core.errors import IngestError
-from core.ingest.fetch import Fetcher, FetchedResource
+from core.ingest.fetch import FetchedResource, Fetcher
 from core.ingest.formats import epub, html, office, pdf, text
 from core.models import Document, FileItemData, ItemType, NoteItemData, UrlItemData
 
@@ -27,14 +27,7 @@ Parser = Callable[[bytes, str, str], list[Document]]
 
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdx"})
 TEXT_EXTENSIONS = frozenset(
-    """
-    .txt .text .rst .adoc .asciidoc .org .tex .log .nfo .srt .vtt
-    .py .pyi .ipynb .js .mjs .cjs .jsx .ts .tsx .java .kt .kts .scala .groovy .gradle .c .h .cc .cpp
-    .cxx .hpp .hh .cs .fs .go .rs .rb .php .swift .m .mm .dart .lua .pl .pm .r .jl .ex .exs .erl
-    .hrl .hs .clj .cljs .elm .ml .mli .nim .zig .v .sv .vhd .sql .sh .bash .zsh .fish .ps1 .bat
-    .cmd .vue .svelte .css .scss .sass .less .graphql .gql .proto .tf .hcl .nix
-    .yaml .yml .toml .ini .cfg .conf .properties .xml .xsd .jsonl .ndjson
-    """.split()
+    [".txt", ".text", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".log", ".nfo", ".srt", ".vtt", ".py", ".pyi", ".ipynb", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".java", ".kt", ".kts", ".scala", ".groovy", ".gradle", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cs", ".fs", ".go", ".rs", ".rb", ".php", ".swift", ".m", ".mm", ".dart", ".lua", ".pl", ".pm", ".r", ".jl", ".ex", ".exs", ".erl", ".hrl", ".hs", ".clj", ".cljs", ".elm", ".ml", ".mli", ".nim", ".zig", ".v", ".sv", ".vhd", ".sql", ".sh", ".bash", ".zsh", ".fish", ".ps1", ".bat", ".cmd", ".vue", ".svelte", ".css", ".scss", ".sass", ".less", ".graphql", ".gql", ".proto", ".tf", ".hcl", ".nix", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".properties", ".xml", ".xsd", ".jsonl", ".ndjson"]
 )
 HTML_EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
 CSV_EXTENSIONS = frozenset({".csv", ".tsv"})
@@ -203,9 +196,9 @@ def parse_fetched(resource: FetchedResource, source: str) -> list[Document]:
     if not resource.body:
         raise IngestError(f"Empty response body: {label}")
     if parser is html.parse_html:
-        call: Parser = lambda d, s, lb: html.parse_html(d, s, lb, resource.charset, resource.url)  # noqa: E731
+        call: Parser = lambda d, s, lb: html.parse_html(d, s, lb, resource.charset, resource.url)
     elif parser in (text.parse_plain, text.parse_markdown, text.parse_json):
-        call = lambda d, s, lb: parser(d, s, lb, resource.charset)  # type: ignore[call-arg]  # noqa: E731
+        call = lambda d, s, lb: parser(d, s, lb, resource.charset)  # type: ignore[call-arg]
     else:
         call = parser
     docs = _run_parser(call, resource.body, source, label)

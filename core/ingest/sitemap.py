@@ -28,7 +28,7 @@ from defusedxml import DefusedXmlException
 
 from core.config import IngestSettings
 from core.errors import IngestError
-from core.ingest.fetch import Fetcher, FetchedResource, validate_url
+from core.ingest.fetch import FetchedResource, Fetcher, validate_url
 
 NO_URLS = "Sitemap contains no indexable URLs"
 

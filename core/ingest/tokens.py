@@ -55,7 +55,7 @@ _DENSE_RANGES = (
 
 _SHORT_ASCII = 2048
 _ASCII_TOKEN_RE = re.compile(
-    r"[A-Za-z0-9_]{1,%d}|[^A-Za-z0-9_\t\n\x0b\x0c\r\x1c-\x1f ]" % WORD_PIECE
+    rf"[A-Za-z0-9_]{{1,{WORD_PIECE}}}|[^A-Za-z0-9_\t\n\x0b\x0c\r\x1c-\x1f ]"
 )
 
 

@@ -11,7 +11,13 @@ from core.config import IngestSettings
 from core.errors import IngestError
 from core.ingest import Fetcher, chunk_documents, read_leaf
 from core.models import FileItemData, ItemType, NoteItemData
-from tests.support.ingest_fixtures import make_docx, make_epub, make_pdf, make_pptx, make_xlsx
+from tests.support.ingest_fixtures import (
+    make_docx,
+    make_epub,
+    make_pdf,
+    make_pptx,
+    make_xlsx,
+)
 
 SETTINGS = IngestSettings()
 

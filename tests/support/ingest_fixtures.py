@@ -5,11 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-WORDS = (
-    "knowledge base search vector embedding chunk token sentence paragraph heading index query "
-    "terminal keyboard sqlite python library reader format document page sheet slide result rank "
-    "the a of and to in is it for with on as by this that from at be are was"
-).split()
+WORDS = ["knowledge", "base", "search", "vector", "embedding", "chunk", "token", "sentence", "paragraph", "heading", "index", "query", "terminal", "keyboard", "sqlite", "python", "library", "reader", "format", "document", "page", "sheet", "slide", "result", "rank", "the", "a", "of", "and", "to", "in", "is", "it", "for", "with", "on", "as", "by", "this", "that", "from", "at", "be", "are", "was"]
 
 
 def make_docx(path: Path, *, heading: str = "Chapter One", body: str = "Alpha paragraph text.") -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -96,7 +97,7 @@ def test_overlap_is_present_between_sentence_chunks() -> None:
     text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(200))
     chunks = _chunks(text, 64, 16, False)
     assert len(chunks) > 5
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in itertools.pairwise(chunks):
         # The next chunk starts with whole sentences from the end of the previous one.
         head = b.text.split(".")[0] + "."
         assert head in a.text and a.text.endswith(".")

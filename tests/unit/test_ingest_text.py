@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from core.errors import IngestError
 from core.ingest import SUPPORTED_EXTENSIONS, is_supported_file
-from core.ingest.formats.text import decode_text, parse_csv, parse_json, parse_markdown, parse_plain
+from core.ingest.formats.text import (
+    decode_text,
+    parse_csv,
+    parse_json,
+    parse_markdown,
+    parse_plain,
+)
 
 
 def test_utf8_and_newlines_are_normalised() -> None:

@@ -18,13 +18,12 @@ from core.errors import IngestError
 from core.ingest.formats.text import MARKDOWN, decode_text, no_text_error
 from core.models import Document
 
-_META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
+_META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.IGNORECASE)
 _XML_DECL_RE = re.compile(r"^\s*<\?xml[^>]*\?>")
 _BLANK_LINES_RE = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _SPACES_RE = re.compile(r"[ \t\u00a0]+")
 _BLOCK_TAGS = frozenset(
-    "address article aside blockquote body dd div dl dt figcaption figure footer form header hr li "
-    "main nav ol p pre section table tr ul br h1 h2 h3 h4 h5 h6 title".split()
+    ["address", "article", "aside", "blockquote", "body", "dd", "div", "dl", "dt", "figcaption", "figure", "footer", "form", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "table", "tr", "ul", "br", "h1", "h2", "h3", "h4", "h5", "h6", "title"]
 )
 _DROP_TAGS = ("script", "style", "noscript", "template", "svg", "head")
 

@@ -40,7 +40,7 @@ def parse_pdf(data: bytes, source: str, label: str) -> list[Document]:
                 text = page.extract_text() or ""
             except (FileNotDecryptedError, DependencyError):
                 raise IngestError(f"PDF is encrypted (password protected): {label}") from None
-            except Exception:  # noqa: BLE001 - one broken page must not lose the others
+            except Exception:  # noqa: BLE001, S112 - one broken page must not lose the others
                 continue
             text = text.replace("\x00", "")
             if text.strip():

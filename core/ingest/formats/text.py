@@ -41,7 +41,7 @@ def no_text_error(label: str) -> IngestError:
     return IngestError(f"File has no text content: {label}")
 
 
-_CONTROL_BYTES = frozenset([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
+_CONTROL_BYTES = frozenset([*range(0x09), *range(0x0E, 0x20), 0x7F])
 _KEEP_CONTROL = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
 
 
