@@ -27,7 +27,18 @@ Parser = Callable[[bytes, str, str], list[Document]]
 
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdx"})
 TEXT_EXTENSIONS = frozenset(
-    [".txt", ".text", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".log", ".nfo", ".srt", ".vtt", ".py", ".pyi", ".ipynb", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".java", ".kt", ".kts", ".scala", ".groovy", ".gradle", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cs", ".fs", ".go", ".rs", ".rb", ".php", ".swift", ".m", ".mm", ".dart", ".lua", ".pl", ".pm", ".r", ".jl", ".ex", ".exs", ".erl", ".hrl", ".hs", ".clj", ".cljs", ".elm", ".ml", ".mli", ".nim", ".zig", ".v", ".sv", ".vhd", ".sql", ".sh", ".bash", ".zsh", ".fish", ".ps1", ".bat", ".cmd", ".vue", ".svelte", ".css", ".scss", ".sass", ".less", ".graphql", ".gql", ".proto", ".tf", ".hcl", ".nix", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".properties", ".xml", ".xsd", ".jsonl", ".ndjson"]
+    (
+        # prose, source code and configuration, all read as plain text
+        ".txt", ".text", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".log", ".nfo", ".srt",
+        ".vtt", ".py", ".pyi", ".ipynb", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".java",
+        ".kt", ".kts", ".scala", ".groovy", ".gradle", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp",
+        ".hh", ".cs", ".fs", ".go", ".rs", ".rb", ".php", ".swift", ".m", ".mm", ".dart", ".lua",
+        ".pl", ".pm", ".r", ".jl", ".ex", ".exs", ".erl", ".hrl", ".hs", ".clj", ".cljs", ".elm",
+        ".ml", ".mli", ".nim", ".zig", ".v", ".sv", ".vhd", ".sql", ".sh", ".bash", ".zsh",
+        ".fish", ".ps1", ".bat", ".cmd", ".vue", ".svelte", ".css", ".scss", ".sass", ".less",
+        ".graphql", ".gql", ".proto", ".tf", ".hcl", ".nix", ".yaml", ".yml", ".toml", ".ini",
+        ".cfg", ".conf", ".properties", ".xml", ".xsd", ".jsonl", ".ndjson",
+    )
 )
 HTML_EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
 CSV_EXTENSIONS = frozenset({".csv", ".tsv"})
