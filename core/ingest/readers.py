@@ -30,7 +30,7 @@ TEXT_EXTENSIONS = frozenset(
     (
         # prose, source code and configuration, all read as plain text
         ".txt", ".text", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".log", ".nfo", ".srt",
-        ".vtt", ".py", ".pyi", ".ipynb", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".java",
+        ".vtt", ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".java",
         ".kt", ".kts", ".scala", ".groovy", ".gradle", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp",
         ".hh", ".cs", ".fs", ".go", ".rs", ".rb", ".php", ".swift", ".m", ".mm", ".dart", ".lua",
         ".pl", ".pm", ".r", ".jl", ".ex", ".exs", ".erl", ".hrl", ".hs", ".clj", ".cljs", ".elm",
@@ -59,6 +59,7 @@ _PARSERS: dict[str, Parser] = {
     **{ext: html.parse_html for ext in HTML_EXTENSIONS},
     **{ext: _csv for ext in CSV_EXTENSIONS},
     ".json": text.parse_json,
+    ".ipynb": text.parse_notebook,
     ".pdf": pdf.parse_pdf,
     ".docx": office.parse_docx,
     ".pptx": office.parse_pptx,
@@ -146,13 +147,19 @@ def read_file_bytes(path: str, max_bytes: int) -> bytes:
 
 def read_file_sync(path: str, settings: IngestSettings, source: str | None = None) -> list[Document]:
     """Read and parse one file (blocking; `read_leaf` runs this in a thread)."""
-    parser = _parser_for_name(Path(path).name)
-    if parser is None:
+    if _parser_for_name(Path(path).name) is None:
         raise IngestError(f"Unsupported file type: {path}")
-    data = read_file_bytes(path, settings.max_file_bytes)
+    return parse_bytes(read_file_bytes(path, settings.max_file_bytes), path, source or path)
+
+
+def parse_bytes(data: bytes, name: str, source: str) -> list[Document]:
+    """Parse file content by its name's extension (blocking); `name` labels errors."""
+    parser = _parser_for_name(Path(name).name)
+    if parser is None:
+        raise IngestError(f"Unsupported file type: {name}")
     if not data:
-        raise IngestError(f"File is empty: {path}")
-    return _run_parser(parser, data, source or path, path)
+        raise IngestError(f"File is empty: {name}")
+    return _run_parser(parser, data, source, name)
 
 
 # --- urls -----------------------------------------------------------------

@@ -169,3 +169,31 @@ def parse_csv(data: bytes, source: str, label: str, charset: str | None = None,
     except csv.Error:
         lines = [text]  # malformed quoting: keep the raw text rather than lose it
     return _one("\n".join(lines), source, label, PLAIN)
+
+
+def parse_notebook(data: bytes, source: str, label: str, charset: str | None = None) -> list[Document]:
+    """Jupyter notebooks: Markdown cells as they are, code cells fenced; outputs are dropped
+    (they are mostly base64 images and noisy reprs that would drown the text)."""
+    text = decode_text(data, label, charset)
+    try:
+        notebook = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise IngestError(f"Invalid notebook (not JSON): {label}") from None
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise IngestError(f"Invalid notebook (no cells): {label}")
+    language = str(((notebook.get("metadata") or {}).get("language_info") or {}).get("name") or "")
+    parts: list[str] = []
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        src = cell.get("source", "")
+        body = "".join(src) if isinstance(src, list) else str(src)
+        if not body.strip():
+            continue
+        if cell.get("cell_type") == "code":
+            parts.append(f"```{language}\n{body.rstrip()}\n```")
+        else:
+            parts.append(body.strip())
+    return _one(_normalise_newlines("\n\n".join(parts)), source, label, MARKDOWN)
+
