@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from core.errors import IngestError
 from core.ingest.readers import parse_bytes
-from tests.support.ingest_fixtures import make_docx, make_epub, make_pdf, make_pptx, make_xlsx
+from tests.support.ingest_fixtures import (
+    make_docx,
+    make_epub,
+    make_pdf,
+    make_pptx,
+    make_xlsx,
+)
 
 NAMES = ["x.md", "x.txt", "x.py", "x.json", "x.csv", "x.html", "x.pdf", "x.docx", "x.pptx", "x.xlsx",
          "x.epub", "x.ipynb"]
