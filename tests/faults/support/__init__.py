@@ -1,0 +1,1 @@
+"""Helpers of the reliability suite (tests/faults): a crash child, a loop thread, corpora."""
