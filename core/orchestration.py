@@ -51,6 +51,7 @@ from core.models import (
     ChunkRecord,
     DirectoryItemData,
     ItemInput,
+    ItemPhase,
     ItemsAdded,
     ItemsRemoved,
     ItemStatus,
@@ -245,6 +246,17 @@ class KnowledgeOrchestrationService:
         roots = await self.items.collapse_to_roots(base.id, item_ids)
         await self.runtime.interrupt_tree(roots, InterruptReason.REINDEX)
         rebuilt = [r for r in roots if force or r.type != ItemType.DIRECTORY]
+        # Mark what is rebuilt as unfinished BEFORE its vectors and children go: a crash
+        # in between must leave it for recovery to redo, not `completed` with nothing in
+        # it. A rebuilt container is marked `preparing` so recovery prepares it afresh
+        # (processing without a phase would be reconciled from its children).
+        containers = [r.id for r in rebuilt if r.type in CONTAINER_TYPES]
+        self.runtime.publish_changes(
+            await self.items.set_status_many(containers, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+            + await self.items.set_status_many(
+                [r.id for r in rebuilt if r.type not in CONTAINER_TYPES], ItemStatus.PROCESSING
+            )
+        )
         leaves = [i.id for i in await self.items.leaves_under([r.id for r in rebuilt])]
         try:
             await self.runtime.delete_vectors(base, leaves)
@@ -259,7 +271,8 @@ class KnowledgeOrchestrationService:
                 removed.extend(below)
         if removed:
             self.bus.publish(ItemsRemoved(base.id, tuple(removed)))
-        changed = await self.items.set_status_many([r.id for r in roots], ItemStatus.PROCESSING)
+        refreshed = [r.id for r in roots if r.id not in {b.id for b in rebuilt}]
+        changed = await self.items.set_status_many(refreshed, ItemStatus.PROCESSING)
         self.runtime.publish_changes(changed)
         fresh = await self.items.get_many([r.id for r in roots])
         self.runtime.enqueue_items(fresh)
