@@ -148,10 +148,15 @@ class KnowledgeRuntimeService:
             if item.base_id not in usable:
                 continue
             if item.type in CONTAINER_TYPES:
-                unprepared = item.error == SHUTDOWN_MESSAGE and not await self.items.children(item.id)
+                # No children means it never got through preparing: accepted (or force-
+                # reindexed) and still queued when the process died. Reconciling it would
+                # mark it completed with nothing in it, so prepare it again instead.
+                unprepared = not await self.items.children(item.id)
                 if item.phase == ItemPhase.PREPARING or unprepared:
+                    # `preparing`, not a bare `processing`: that would be reconciled from the
+                    # (now absent) children to `completed`, and a second crash would keep it
+                    await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
                     await self.items.delete_children(item.id)
-                    await self._set(item, ItemStatus.PROCESSING)
                     self.queue.enqueue(TaskKind.PREPARE_ROOT, item.base_id, item.id)
                     requeued.append(item.id)
                 else:
