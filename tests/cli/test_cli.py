@@ -436,3 +436,29 @@ def test_add_sources_and_base_options(ktui):
     exported = ktui("base", "export", "Papers", "Research", "-o", "bases.json").stdout
     assert "exported 2 base(s), 7 item(s) to bases.json" in exported
     assert sorted(ktui.json("base", "delete", "Papers", "Research")["deleted"]) == sorted([papers["id"], research["id"]])
+
+
+@pytest.mark.slow
+def test_first_steps_with_the_builtin_model(tmp_path):
+    """docs/user-guide.md "First steps", as written: no settings file, the offline built-in model."""
+    home = tmp_path / "user"
+    (home / "notes").mkdir(parents=True)
+    (home / "notes" / "logging.md").write_text(
+        "# Logging\nLog files are rotated every night by logrotate; old logs are compressed.", encoding="utf-8")
+    (home / "notes" / "garden.md").write_text(
+        "# Garden\nTomatoes need full sun and regular watering.", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KTUI_")}
+    env.update(PYTHONPATH=str(ROOT), HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+               XDG_DATA_HOME=str(home / ".local" / "share"), OLLAMA_HOST="127.0.0.1:9")
+
+    def run(*args):
+        proc = subprocess.run([sys.executable, "-m", "tui.cli", *args], env=env, cwd=home,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    assert "builtin::wordllama" in run("base", "create", "Notes").stdout
+    assert "done: 3 completed, 0 failed" in run("add", "Notes", "~/notes", "--wait").stderr
+    first = run("search", "Notes", "how do I rotate the logs").stdout.splitlines()[0]
+    assert first.endswith("logging.md")
+    assert (home / ".local" / "share" / "ktui" / "knowledge.db").exists()  # the platform data directory
