@@ -76,12 +76,59 @@ class Span:
     heading: tuple[str, ...]
 
 
+_BLOCK_CHARS = 1 << 20
+"""Documents longer than twice this are split in blocks of about this many characters
+(at a paragraph, line or word boundary) so that memory stays bounded (~15 bytes per
+character of a block) for a 100 MB spreadsheet as for a 4 KB note. Chunks do not
+cross block boundaries and the first chunk of a block has no overlap."""
+
+
 def split_text(text: str, chunk_size: int, chunk_overlap: int, *, markdown_aware: bool = False) -> list[Span]:
     """Cut one document's text into spans; see the module docstring for the rules."""
     _check_sizes(chunk_size, chunk_overlap)
     if not text or text.isspace():
         return []
-    return _Splitter(text, chunk_size, chunk_overlap, markdown_aware).run()
+    sections = markdown.sections(text) if markdown_aware else [markdown.Section(0, (), True)]
+    if len(text) <= 2 * _BLOCK_CHARS:
+        return _Splitter(text, chunk_size, chunk_overlap, sections).run()
+    spans: list[Span] = []
+    start = 0
+    while start < len(text):
+        end = _block_end(text, start)
+        block = text[start:end]
+        local = _rebase(sections, start, end)
+        for s in _Splitter(block, chunk_size, chunk_overlap, local).run():
+            spans.append(Span(s.start + start, s.end + start, s.tokens, s.own_start + start, s.heading))
+        start = end
+    return spans
+
+
+def _block_end(text: str, start: int) -> int:
+    """A cut near start + _BLOCK_CHARS at the best boundary available (never mid-word if avoidable)."""
+    limit = start + _BLOCK_CHARS
+    if len(text) - start <= 2 * _BLOCK_CHARS:
+        return len(text)
+    floor = start + _BLOCK_CHARS // 2
+    for sep in ("\n\n", "\n", " "):
+        cut = text.rfind(sep, floor, limit)
+        if cut >= 0:
+            return cut + len(sep)
+    return limit
+
+
+def _rebase(sections: list[markdown.Section], start: int, end: int) -> list[markdown.Section]:
+    """The sections overlapping text[start:end], with offsets relative to `start`."""
+    out: list[markdown.Section] = []
+    for s in sections:
+        if s.start >= end:
+            break
+        shifted = markdown.Section(max(s.start - start, 0), s.path, s.has_body,
+                                   s.body_start - start if s.body_start >= start else -1)
+        if s.start <= start:
+            out = [shifted]  # the section already open when the block begins
+        else:
+            out.append(shifted)
+    return out or [markdown.Section(0, (), True)]
 
 
 def chunk_documents(
@@ -131,7 +178,7 @@ def _check_sizes(chunk_size: int, chunk_overlap: int) -> None:
 class _Splitter:
     """State for splitting one document (its token prefix sums and atoms)."""
 
-    def __init__(self, text: str, size: int, overlap: int, markdown_aware: bool):
+    def __init__(self, text: str, size: int, overlap: int, sections: list[markdown.Section]):
         self.text = text
         self.size = size
         self.overlap = overlap
@@ -139,7 +186,7 @@ class _Splitter:
         self.starts = starts_from_classes(self.classes)
         self.total = int(np.count_nonzero(self.starts))
         self.cum: np.ndarray = np.empty(0, dtype=np.int64)  # filled only when the text must be cut
-        self.sections = markdown.sections(text) if markdown_aware else [markdown.Section(0, (), True)]
+        self.sections = sections
         # Atoms as parallel lists: start, end, section index.
         self.a_start: list[int] = []
         self.a_end: list[int] = []
@@ -177,15 +224,17 @@ class _Splitter:
         pattern = _PARAGRAPH_RE if level == _SECTION else _SENTENCE_RE
         # A heading line stays glued to the paragraph after it: a chunk that ends
         # with a bare heading (and a next chunk that starts without it) helps nobody.
-        glue_heading = level == _SECTION and bool(self.sections[section].path)
+        sec = self.sections[section]
+        heading_end = sec.body_start if a == sec.start else -1
         cut = a
         for m in pattern.finditer(self.text, a, b):
             end = m.end()
             if end <= cut or end >= b:
                 continue
-            if glue_heading:
-                glue_heading = False
-                if "\n" not in self.text[a : m.start()].strip():
+            if heading_end >= 0:
+                glue = m.start() <= heading_end + 1  # this cut would leave the heading alone
+                heading_end = -1
+                if glue:
                     continue
             self._unit(cut, end, level + 1, section)
             cut = end

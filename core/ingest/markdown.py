@@ -34,6 +34,7 @@ class Section:
     start: int
     path: tuple[str, ...]
     has_body: bool  # False when the section is only its heading line
+    body_start: int = -1  # end of the heading line(s); -1 when there is no heading
 
 
 def _clean_title(raw: str) -> str:
@@ -98,7 +99,7 @@ def sections(text: str) -> list[Section]:
         stack.append((level, title or "(untitled)"))
         next_start = found[i + 1][0] if i + 1 < len(found) else n
         has_body = _NON_SPACE_RE.search(text, body_start, max(body_start, next_start)) is not None
-        out.append(Section(start, tuple(t for _, t in stack), has_body))
+        out.append(Section(start, tuple(t for _, t in stack), has_body, body_start))
     return out
 
 

@@ -174,3 +174,38 @@ def test_plain_text_is_not_heading_aware() -> None:
 def test_bad_sizes_are_refused(size: int, overlap: int) -> None:
     with pytest.raises(ValidationError):
         _chunks("text", size, overlap, False)
+
+
+@given(text=texts, sz=sizes, md=st.booleans())
+def test_huge_documents_are_cut_in_blocks_with_the_same_guarantees(text: str, sz: tuple[int, int], md: bool) -> None:
+    size, overlap = sz
+    from core.ingest import chunking
+
+    saved = chunking._BLOCK_CHARS
+    chunking._BLOCK_CHARS = 64  # every text of more than 128 characters goes through blocks
+    try:
+        spans = split_text(text, size, overlap, markdown_aware=md)
+    finally:
+        chunking._BLOCK_CHARS = saved
+    covered = 0
+    for span in spans:
+        assert text[covered : span.own_start].strip() == ""
+        piece = text[span.start : span.end]
+        assert 0 < span.tokens == estimate_tokens(piece) <= size
+        covered = max(covered, span.end)
+    assert text[covered:].strip() == ""
+
+
+def test_heading_carries_across_a_block_boundary(monkeypatch) -> None:
+    from core.ingest import chunking
+
+    monkeypatch.setattr(chunking, "_BLOCK_CHARS", 200)
+    body = "\n\n".join(f"Paragraph {i} says something useful." for i in range(40))
+    text = f"# Top\n\n## Long section\n\n{body}\n\n## Next\n\nTail."
+    chunks = _chunks(text, 30, 5, True)
+    assert len(text) > 4 * 200
+    headings = [c.metadata.get("heading") for c in chunks]
+    assert headings[0] == "Top > Long section"
+    assert headings.count("Top > Long section") >= len(chunks) - 2
+    assert headings[-1] in ("Top", "Top > Next")  # "Tail." may share a chunk with the section before
+    assert "".join(_WS.sub("", c.text) for c in _chunks(text, 30, 0, True)) == _WS.sub("", text)
