@@ -23,6 +23,7 @@ items and no vectors — which `restore_base` turns back into a working base.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -71,6 +72,8 @@ CONFIG_KEYS = (
     "hybrid_alpha",
 )
 LEGACY_SKIPPED_TYPES = ("memory", "video")
+
+log = logging.getLogger(__name__)
 
 
 # --- reports --------------------------------------------------------------
@@ -168,7 +171,9 @@ class ParsedDocument:
 
 def export_entry(base: KnowledgeBase, roots: Iterable[KnowledgeItem], group_name: str | None) -> dict[str, Any]:
     """One base of an export document: its settings and its root items' payloads."""
-    from core.orchestration import payload_of  # lazy: orchestration pulls in the runtime
+    from core.orchestration import (
+        payload_of,  # lazy: orchestration pulls in the runtime
+    )
 
     entry: dict[str, Any] = {
         "id": base.id,
@@ -637,8 +642,8 @@ class Importer:
     async def _discard(self, base_id: str) -> None:
         try:
             await self.workflow.delete_base(base_id)
-        except Exception:  # best effort: the original error is what the user needs
-            pass
+        except KnowledgeError:  # best effort: the original error is what the user needs
+            log.exception("could not delete the partially imported base %s", base_id)
 
 
 def _as_input(valid: ValidItem) -> ItemInput:

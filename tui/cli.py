@@ -179,11 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
         return version("ktui")
-    except Exception:
+    except PackageNotFoundError:
         return "0+unknown"
 
 

@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from core.models import ANY_GROUP, ItemChanged, ItemsAdded, ItemsRemoved, ItemStatus, KnowledgeItem
+from core.errors import KnowledgeError
+from core.models import (
+    ANY_GROUP,
+    ItemChanged,
+    ItemsAdded,
+    ItemsRemoved,
+    ItemStatus,
+    KnowledgeItem,
+)
 
 BAR_WIDTH = 28
 REDRAW_SECONDS = 0.1
@@ -53,7 +61,7 @@ class Progress:
             return
         self._last_draw = now
         frac = done / total if total else 1.0
-        filled = int(round(frac * BAR_WIDTH))
+        filled = round(frac * BAR_WIDTH)
         bar = "█" * filled + "░" * (BAR_WIDTH - filled)
         extra = f"  {failed} failed" if failed else ""
         text = f"[{bar}] {done}/{total}{extra}  {current}"
@@ -136,7 +144,7 @@ async def _label(ks: Any, item_id: str, labels: dict[str, str]) -> str:
         try:
             item = await ks.get_item(item_id)
             labels[item_id] = f"{item.type.value} {item.display_name}"
-        except Exception:
+        except KnowledgeError:  # deleted meanwhile
             labels[item_id] = item_id
     return labels[item_id]
 

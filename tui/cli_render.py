@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from enum import Enum
 from typing import Any, TextIO
 
@@ -22,6 +22,7 @@ from core.models import (
     KnowledgeSearchResult,
     SearchResponse,
 )
+
 
 class UsageError(Exception):
     """A command-line mistake argparse cannot see (exit code 2)."""

@@ -74,7 +74,7 @@ class Ktui:
         started = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "tui.cli", *args],
-            cwd=self.work, env=env or self.env(), input=stdin, capture_output=True, text=True, timeout=60, **kw,
+            cwd=self.work, env=env or self.env(), input=stdin, capture_output=True, text=True, timeout=60, check=False, **kw,
         )
         if os.environ.get("KTUI_TEST_TIMING"):
             print(f"{time.perf_counter() - started:.2f}s ktui {' '.join(args)}")
@@ -334,7 +334,7 @@ def test_progress_bar_on_a_terminal(ktui):
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "tui.cli", "add", "Tty", "--note", "Capybaras are calm", "--wait"],
-            cwd=ktui.work, env=ktui.env(), stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60,
+            cwd=ktui.work, env=ktui.env(), stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60, check=False,
         )
         os.close(slave)
         slave = -1
@@ -453,7 +453,7 @@ def test_first_steps_with_the_builtin_model(tmp_path):
 
     def run(*args):
         proc = subprocess.run([sys.executable, "-m", "tui.cli", *args], env=env, cwd=home,
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == 0, proc.stderr
         return proc
 
