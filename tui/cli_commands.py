@@ -244,8 +244,15 @@ async def cmd_base_restore(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_base_export(settings: Settings, args: argparse.Namespace) -> int:
+    if bool(args.base) == bool(args.all):
+        raise UsageError("name the bases to export, or give --all")
     async with service(settings) as ks:
-        ids = list(dict.fromkeys([(await ks.resolve_base(ref)).id for ref in args.base]))
+        if args.all:
+            ids = [b.id for b in await _all_bases(ks)]
+            if not ids:
+                raise ValidationError.field("base", "there are no knowledge bases to export")
+        else:
+            ids = list(dict.fromkeys([(await ks.resolve_base(ref)).id for ref in args.base]))
         document = await ks.export_bases(ids)
     text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
     if args.output and args.output != "-":

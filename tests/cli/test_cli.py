@@ -111,6 +111,7 @@ def test_usage_errors_exit_2(ktui):
     assert "nothing to change" in ktui("base", "update", "X", rc=2).stderr
     assert "--demo only applies to the TUI" in ktui("--demo", "base", "list", rc=2).stderr
     assert "--sitemap expects http(s) URLs" in ktui("add", "B", "./local", "--sitemap", rc=2).stderr
+    assert "name the bases to export, or give --all" in ktui("base", "export", rc=2).stderr
     help_text = ktui("--help").stdout
     for command in ("base", "add", "items", "reindex", "rm", "search", "chunks", "models", "rank", "wait", "groups"):
         assert f"    {command}" in help_text
@@ -435,6 +436,9 @@ def test_add_sources_and_base_options(ktui):
     assert len(again["items"]) == 2 and again["wait"]["failed"] == []  # intro.md reindexes its directory
     exported = ktui("base", "export", "Papers", "Research", "-o", "bases.json").stdout
     assert "exported 2 base(s), 7 item(s) to bases.json" in exported
+    everything = ktui.json("base", "export", "--all", "-o", "everything.json")
+    assert (everything["bases"], everything["items"]) == (2, 7)
+    assert json.loads((ktui.work / "everything.json").read_text(encoding="utf-8"))["format"] == "ktui-export"
     assert sorted(ktui.json("base", "delete", "Papers", "Research")["deleted"]) == sorted([papers["id"], research["id"]])
 
 
