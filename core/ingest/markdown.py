@@ -38,7 +38,9 @@ class Section:
 
 
 def _clean_title(raw: str) -> str:
-    return _INLINE_MARKUP_RE.sub("", raw).strip()
+    if "*" in raw or "_" in raw or "`" in raw:
+        raw = _INLINE_MARKUP_RE.sub("", raw)
+    return raw.strip()
 
 
 def sections(text: str) -> list[Section]:

@@ -147,14 +147,14 @@ def read_file_bytes(path: str, max_bytes: int) -> bytes:
 
 def read_file_sync(path: str, settings: IngestSettings, source: str | None = None) -> list[Document]:
     """Read and parse one file (blocking; `read_leaf` runs this in a thread)."""
-    if _parser_for_name(Path(path).name) is None:
+    if _parser_for_name(os.path.basename(path)) is None:
         raise IngestError(f"Unsupported file type: {path}")
     return parse_bytes(read_file_bytes(path, settings.max_file_bytes), path, source or path)
 
 
 def parse_bytes(data: bytes, name: str, source: str) -> list[Document]:
     """Parse file content by its name's extension (blocking); `name` labels errors."""
-    parser = _parser_for_name(Path(name).name)
+    parser = _parser_for_name(os.path.basename(name))
     if parser is None:
         raise IngestError(f"Unsupported file type: {name}")
     if not data:
