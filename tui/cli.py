@@ -11,7 +11,6 @@ Exit codes: 0 success, 1 failure (including items that failed during --wait),
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Sequence
@@ -81,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(parser, top=True)
     parser.add_argument("--demo", action="store_true", help="open the TUI on the bundled demo base")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(parent: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -179,6 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _VersionAction(argparse.Action):
+    """Looks the version up only when asked (importlib.metadata costs start-up time)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"{PROG} {_version()}")
+        parser.exit()
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -252,6 +259,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if getattr(args, attr, None):
             name = f"{name}_{getattr(args, attr)}"
     handler = getattr(cli_commands, f"cmd_{name}")
+    import asyncio
+
     return asyncio.run(handler(settings, args))
 
 
