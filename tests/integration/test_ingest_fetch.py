@@ -12,7 +12,7 @@ import pytest
 
 from core.config import IngestSettings
 from core.errors import IngestError
-from core.ingest import Fetcher, read_leaf
+from core.ingest import Fetcher, chunk_documents, read_leaf
 from core.models import ItemType, UrlItemData
 from tests.support.httpserver import Request, Response, routes, serve
 from tests.support.ingest_fixtures import make_pdf
@@ -56,6 +56,10 @@ async def test_html_page_through_trafilatura(site) -> None:
     assert doc.metadata["content_type"] == "text/markdown"
     assert "Vector search finds passages" in doc.text and "Hybrid mode" in doc.text
     assert "Menu Home About" not in doc.text
+    chunks = chunk_documents(docs, chunk_size=64, chunk_overlap=8, item_id="u", item_type="url",
+                             source=site.url + "/page")
+    assert {"Search guide", "Search guide > Hybrid mode"} <= {c.metadata.get("heading") for c in chunks}
+    assert all(c.metadata["title"] == "Guide" for c in chunks)
 
 
 async def test_redirects_are_followed_and_final_url_recorded(site) -> None:
