@@ -433,7 +433,7 @@ def test_add_sources_and_base_options(ktui):
 
     paper = next(i for i in added["items"] if i["type"] == "file")
     again = ktui.json("reindex", "Papers", "intro.md", paper["id"][-8:], "--wait")
-    assert len(again["items"]) == 2 and again["wait"]["failed"] == []  # intro.md reindexes its directory
+    assert len(again["items"]) == 2 and again["wait"]["failed"] == []  # a file inside a directory, by name, and one by id suffix
     exported = ktui("base", "export", "Papers", "Research", "-o", "bases.json").stdout
     assert "exported 2 base(s), 7 item(s) to bases.json" in exported
     everything = ktui.json("base", "export", "--all", "-o", "everything.json")
