@@ -8,6 +8,8 @@ How a document is cut (a recursive splitter with greedy packing):
    that does not fit is divided at the next finer level: sections → paragraphs
    (blank lines) → sentences and lines → words (whitespace) → tokens (only for a
    single "word" longer than a chunk, e.g. unspaced CJK text or a base64 blob).
+   Word groups hold at most chunk_size - chunk_overlap tokens so the overlap fits
+   in front of them. A heading line is never cut from the text right after it.
 3. Atoms are packed greedily, in order, while the chunk stays within
    `chunk_size`. So chunks end at the coarsest boundary that lets them fill up,
    and a section that fits is kept whole when it does not fit the chunk's rest.
@@ -17,6 +19,8 @@ How a document is cut (a recursive splitter with greedy packing):
    The overlap shrinks when it would push the chunk over `chunk_size`, and it
    never spans a whole previous chunk. Chunks never cross documents (PDF pages,
    sheets, slides stay apart).
+5. Documents over 2 × _BLOCK_CHARS characters are cut in blocks first (bounded
+   memory); chunks do not cross blocks and heading paths carry over.
 
 Sizes come from `core.ingest.tokens` (documented there): one prefix-sum array per
 document gives the token count of any span in O(1), so the text is scanned a
