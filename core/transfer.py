@@ -36,6 +36,7 @@ from core.data.validation import (
     MAX_PATH_CHARS,
     ValidItem,
     require_dimensions,
+    require_http_url,
     require_model_id,
     validate_base_field,
     validate_item_input,
@@ -357,10 +358,18 @@ def parse_legacy_backup(doc: dict[str, Any]) -> ParsedDocument:
             if kind in LEGACY_SKIPPED_TYPES:
                 report.skip(label, f"{kind} items are not supported by ktui")
                 continue
+            if kind not in {t.value for t in ItemType}:
+                report.skip(label, f"unknown item type {kind!r}")
+                continue
             payload = _legacy_payload(item, notes, files)
             if payload is None:
-                report.skip(label, f"no usable content for a {kind!s} item")
+                report.skip(label, f"no usable content for a {kind} item")
                 continue
+            if "source_url" in payload:
+                try:
+                    require_http_url(payload["source_url"], "source_url")
+                except ValidationError:
+                    report.warnings.append(f"{label}: source URL {payload.pop('source_url')!r} is not an http(s) URL; dropped")
             _plan_item(plan, kind, payload, label, seen)
         parsed.plans.append(plan)
     return parsed

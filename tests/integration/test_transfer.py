@@ -226,6 +226,8 @@ async def test_legacy_backup_import_restore_search(server, tmp_path):
                 {"id": "u1", "type": "url", "content": "not a url"},
                 {"id": "u2", "type": "url", "content": "http://127.0.0.1:9/honey"},
                 {"id": "u3", "type": "url", "content": "http://127.0.0.1:9/honey"},
+                {"id": "x1", "type": "whiteboard", "content": "?"},
+                {"id": "n3", "type": "note", "content": "Drones do not sting.", "sourceUrl": "file:///local"},
             ],
         },
         {
@@ -254,19 +256,21 @@ async def test_legacy_backup_import_restore_search(server, tmp_path):
 
         # The available base: created completed, items queued, report explains the rest.
         assert avail.status == "completed" and avail.embedding_model_id == "fake::deterministic"
-        assert avail.kept == 3  # the note (from knowledge_notes), the file, one url
+        assert avail.kept == 4  # two notes (one from knowledge_notes), the file, one url
         reasons = [s.reason for s in avail.skipped]
         assert "memory items are not supported by ktui" in reasons
         assert "video items are not supported by ktui" in reasons
         assert "duplicate item id" in reasons and "duplicate of an earlier item" in reasons
         assert any("Invalid knowledge url" in r for r in reasons)
+        assert "unknown item type 'whiteboard'" in reasons
+        assert any("note n3: source URL 'file:///local' is not an http(s) URL; dropped" == w for w in avail.warnings)
         assert any(w.startswith("threshold 1.5 dropped") for w in avail.warnings)
         assert any("rerank model 'silicon::bge-reranker'" in w for w in avail.warnings)
         base = await ks.get_base(avail.base_id)
         assert (base.chunk_size, base.chunk_overlap, base.threshold, base.document_count) == (400, 200, None, 6)
         assert base.rerank_model_id is None and base.search_mode == SearchMode.DEFAULT
         notes = [i for i in await all_items(ks, base.id) if i.type == ItemType.NOTE]
-        assert [n.data.content for n in notes] == ["fresh body: bees dance to share directions"]
+        assert sorted(n.data.content for n in notes) == ["Drones do not sting.", "fresh body: bees dance to share directions"]
 
         # The orphaned base: failed, everything kept as idle data, legacy fixes reported.
         assert orphan.status == "failed" and orphan.kept == 4 and not orphan.skipped
