@@ -19,6 +19,7 @@ from core.config import ProviderConfig, Settings
 from core.embeddings.base import EmbeddingProvider, RerankProvider, check_width
 from core.embeddings.builtin import BuiltinProvider
 from core.embeddings.cache import EmbeddingCache, cache_key
+from core.embeddings.coalesce import Coalescer
 from core.embeddings.ollama import OllamaProvider
 from core.embeddings.openai import OpenAIProvider
 from core.embeddings.rerank import TeiRerankProvider, V1RerankProvider
@@ -65,6 +66,7 @@ class EmbeddingService:
             persistent_entries=emb.persistent_cache_entries,
         )
         self._embedders: dict[str, EmbeddingProvider] = {}
+        self._coalescers: dict[tuple[str, str], Coalescer] = {}
         self._rerankers: dict[str, RerankProvider] = {}
 
     # --- ids ----------------------------------------------------------------
@@ -135,6 +137,18 @@ class EmbeddingService:
             self._rerankers[config.name] = prov
         return prov
 
+    def _coalescer(self, config: ProviderConfig, model: str, provider: EmbeddingProvider) -> Coalescer:
+        key = (config.name, model)
+        coalescer = self._coalescers.get(key)
+        if coalescer is None:
+            coalescer = Coalescer(
+                lambda texts: provider.embed(model, texts),
+                max_in_flight=config.concurrency,
+                batch_size=self._batch_size(config),
+            )
+            self._coalescers[key] = coalescer
+        return coalescer
+
     def _batch_size(self, config: ProviderConfig) -> int:
         return max(1, config.batch_size or self.settings.embeddings.batch_size)
 
@@ -183,7 +197,7 @@ class EmbeddingService:
             batches = [items[i : i + size] for i in range(0, len(items), size)]
 
             async def run(batch: list[tuple[bytes, str]]) -> list[tuple[bytes, np.ndarray]]:
-                matrix = await provider.embed(model, [sendable(t) for _, t in batch])
+                matrix = await self._coalescer(config, model, provider).embed([sendable(t) for _, t in batch])
                 if matrix.shape[0] != len(batch):
                     raise EmbeddingShapeError(
                         f"{where} answered {matrix.shape[0]} vectors for {len(batch)} inputs (wrong shape)."

@@ -45,7 +45,7 @@ from core.models import (
 )
 from core.runtime.events import EventBus
 from core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
-from core.runtime.refresh import Fingerprint, chunking_signature, file_fingerprint, plan_refresh, with_fingerprint
+from core.runtime.refresh import chunking_signature, plan_refresh, read_and_chunk_file
 from core.runtime.watcher import FolderWatcher
 from core.store import BaseStore, StoreManager
 
@@ -259,22 +259,22 @@ class KnowledgeRuntimeService:
             await self._set(item, ItemStatus.PROCESSING, ItemPhase.READING)
             recorded = None
             if isinstance(item.data, FileItemData):
-                # fingerprint before reading: what we record is never newer than what we read
-                fingerprint = await asyncio.to_thread(_fingerprint_or_none, item.data.path)
-                if fingerprint is not None:
-                    signature = chunking_signature(base.chunk_size, base.chunk_overlap)
-                    recorded = with_fingerprint(item.data, fingerprint, signature)
-            documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)
-            token.check()
-            chunks = await asyncio.to_thread(
-                chunk_documents,
-                documents,
-                chunk_size=base.chunk_size,
-                chunk_overlap=base.chunk_overlap,
-                item_id=item.id,
-                item_type=item.type,
-                source=item.source,
-            )
+                # one thread hop: fingerprint, read, parse and chunk
+                chunks, recorded = await asyncio.to_thread(
+                    read_and_chunk_file, item, self.settings.ingest, base.chunk_size, base.chunk_overlap
+                )
+            else:
+                documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)
+                token.check()
+                chunks = await asyncio.to_thread(
+                    chunk_documents,
+                    documents,
+                    chunk_size=base.chunk_size,
+                    chunk_overlap=base.chunk_overlap,
+                    item_id=item.id,
+                    item_type=item.type,
+                    source=item.source,
+                )
             if not chunks:
                 raise IngestError(f"{item.source}: no text content")
             token.check()
@@ -468,9 +468,3 @@ class KnowledgeRuntimeService:
 
         self._stats_handle = loop.call_later(delay, emit)
 
-
-def _fingerprint_or_none(path: str) -> Fingerprint | None:
-    try:
-        return file_fingerprint(path)
-    except OSError:
-        return None  # the reader reports the real problem
