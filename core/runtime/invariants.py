@@ -3,7 +3,8 @@
 * no chunk without its item (every chunk's item_id is a leaf item of that base);
 * no FTS row without its chunk, no item with two copies of its chunks, the
   in-memory matrix in step with the rows (delegated to BaseStore.check_invariants);
-* once the queue is idle, no item is `processing`.
+* once the queue is idle, no item is `processing`;
+* every usable base's store opens (a missing or corrupt file is reported, naming it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 
 from core.data.base_service import KnowledgeBaseService
 from core.data.item_service import KnowledgeItemService
+from core.errors import StoreError
 from core.models import CONTAINER_TYPES, ItemStatus
 from core.runtime.service import KnowledgeRuntimeService
 
@@ -29,7 +31,11 @@ async def check_invariants(
             problems += [f"base {base.name}: item {i.id} ({i.source}) still processing while idle" for i in stuck]
         if not base.is_usable:
             continue
-        store = await runtime.store(base)
+        try:
+            store = await runtime.store(base)
+        except StoreError as exc:  # a missing or corrupt store is a finding, not a crash of the check
+            problems.append(f"base {base.name}: {exc}")
+            continue
         problems += [f"base {base.name}: {p}" for p in await asyncio.to_thread(store.check_invariants)]
         orphans = await asyncio.to_thread(store.item_ids)
         for item_id in sorted(orphans - leaves):
