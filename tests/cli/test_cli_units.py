@@ -1,0 +1,113 @@
+"""Fast in-process checks of the CLI's pieces: argument parsing, source detection, tree order, progress."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.errors import ValidationError
+from core.models import ItemStatus, ItemType, KnowledgeItem, NoteItemData
+from tui.cli import build_parser
+from tui.cli_commands import _inputs, _tree_order
+from tui.cli_progress import Progress
+from tui.cli_render import UsageError
+
+
+def parse(*argv: str):
+    return build_parser().parse_args(list(argv))
+
+
+def test_common_options_work_before_and_after_the_command():
+    a = parse("--json", "--data-dir", "/d", "base", "list")
+    b = parse("base", "list", "--json", "--data-dir", "/d")
+    assert (a.json, a.data_dir) == (b.json, b.data_dir) == (True, "/d")
+    assert parse("base", "list").json is False
+
+
+def test_update_sends_only_given_options_and_none_clears():
+    args = parse("base", "update", "B", "--threshold", "none", "--top-k", "4")
+    assert args.threshold is None and args.top_k == 4
+    assert not hasattr(args, "emoji") and not hasattr(args, "alpha")
+    with pytest.raises(SystemExit):
+        parse("base", "update", "B", "--threshold", "high")
+
+
+def test_sources_are_detected(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f.txt").write_text("x", encoding="utf-8")
+    inputs = _inputs(parse("add", "B", "d", "f.txt", "https://e.org/x", "--note", "hi", "--watch"))
+    assert [(i.type, i.data) for i in inputs] == [
+        ("directory", {"path": "d", "watch": True}),
+        ("file", {"path": "f.txt"}),
+        ("url", {"url": "https://e.org/x"}),
+        ("note", {"content": "hi"}),
+    ]
+    assert _inputs(parse("add", "B", "http://e.org/s.xml", "--sitemap"))[0].type == "sitemap"
+    with pytest.raises(ValidationError, match="does not exist: nope"):
+        _inputs(parse("add", "B", "nope"))
+    with pytest.raises(ValidationError, match="is not a directory"):
+        _inputs(parse("add", "B", "f.txt", "--dir"))
+    for argv, message in [
+        (("add", "B"), "nothing to add"),
+        (("add", "B", "f.txt", "--watch"), "--watch applies to directories only"),
+        (("add", "B", "f.txt", "--source-url", "https://e.org"), "--source-url applies to --note only"),
+        (("add", "B", "https://e.org", "--dir"), "--dir expects directories"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            _inputs(parse(*argv))
+
+
+def _item(ident: str, parent: str | None, created: str) -> KnowledgeItem:
+    return KnowledgeItem(ident, "b", parent, ItemType.NOTE, NoteItemData(ident, "note"), ItemStatus.COMPLETED,
+                         None, None, created, created)
+
+
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(-1, 9)), max_size=12, unique_by=lambda t: t[0]))
+def test_tree_order_puts_parents_first_and_loses_nothing(pairs):
+    ids = {f"i{n}" for n, _ in pairs}
+    items = [_item(f"i{n}", f"i{p}" if p >= 0 and f"i{p}" in ids and p != n else None, f"t{n}") for n, p in pairs]
+    # break cycles: keep a parent link only towards a smaller number
+    items = [_item(i.id, i.group_id if i.group_id and int(i.group_id[1:]) < int(i.id[1:]) else None, i.created_at)
+             for i in items]
+    ordered, depth = _tree_order(items)
+    assert sorted(i.id for i in ordered) == sorted(i.id for i in items)
+    position = {i.id: n for n, i in enumerate(ordered)}
+    for item in items:
+        if item.group_id:
+            assert position[item.group_id] < position[item.id]
+            assert depth[item.id] == depth[item.group_id] + 1
+
+
+def test_tree_order_keeps_orphans_of_a_filter():
+    ordered, depth = _tree_order([_item("child", "missing-parent", "t1"), _item("root", None, "t0")])
+    assert [i.id for i in ordered] == ["root", "child"] and depth == {"root": 0, "child": 0}
+
+
+def test_progress_bar_redraws_in_place_on_a_terminal():
+    out = io.StringIO()
+    bar = Progress(out, tty=True)
+    bar.bar(1, 4, 0, "file a.md", force=True)
+    bar.bar(4, 4, 1, "", force=True)
+    bar.line("failed  file b.md: boom")
+    text = out.getvalue()
+    assert text.count("\r\x1b[2K") >= 3 and "1/4" in text and "4/4  1 failed" in text
+    assert text.endswith("failed  file b.md: boom\n")
+    plain = io.StringIO()
+    Progress(plain, tty=False).bar(1, 2, 0, "x", force=True)
+    assert plain.getvalue() == ""  # no bar off a terminal
+
+
+def test_docs_name_every_command():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, p in sub.choices.items():
+        nested = [a for a in p._actions if getattr(a, "choices", None) and a.dest.endswith("_command")]
+        names = [f"{name} {n}" for n in nested[0].choices] if nested else [name]
+        for full in names:
+            assert f"ktui {full}" in text, full
