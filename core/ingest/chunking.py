@@ -300,7 +300,10 @@ class _Splitter:
     def _heading(self, i: int, j: int) -> tuple[str, ...]:
         if len(self.sections) == 1:
             return self.sections[0].path
-        return self._heading_of(sorted(set(self.a_section[i:j])))
+        first, last = self.a_section[i], self.a_section[j - 1]
+        if first == last:  # the usual case: the chunk sits inside one section
+            return self.sections[first].path
+        return self._heading_of(range(first, last + 1))
 
     def _heading_of(self, idxs: Iterable[int]) -> tuple[str, ...]:
         secs = [self.sections[k] for k in idxs]
