@@ -241,9 +241,14 @@ class KnowledgeOrchestrationService:
 
     async def reindex_items(self, base_id: Any, item_ids: Any, *, force: bool = False) -> list[KnowledgeItem]:
         """Index the selection again. A folder is refreshed incrementally (only new and
-        changed files are read; deleted ones removed) unless `force` rebuilds it."""
+        changed files are read; deleted ones removed) unless `force` rebuilds it.
+        With `force`, a base whose store file is corrupt or missing gets a fresh store
+        and ALL its items are reindexed (the old file is kept as *.corrupt-<stamp>)."""
         base = require_runnable(await self.bases.get(base_id))
         roots = await self.items.collapse_to_roots(base.id, item_ids)
+        if force and await self.runtime.rebuild_store_if_unreadable(base):
+            # the damaged store was set aside: no item of the base has vectors any more
+            roots = await self.items.list_all(base.id, roots_only=True)
         await self.runtime.interrupt_tree(roots, InterruptReason.REINDEX)
         rebuilt = [r for r in roots if force or r.type != ItemType.DIRECTORY]
         # Mark what is rebuilt as unfinished BEFORE its vectors and children go: a crash

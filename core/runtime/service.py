@@ -224,6 +224,19 @@ class KnowledgeRuntimeService:
             store = await self.store(base)
             await asyncio.to_thread(store.delete_items, item_ids)
 
+    async def rebuild_store_if_unreadable(self, base: KnowledgeBase) -> bool:
+        """Before a forced reindex: a store that cannot be opened (corrupt or missing file)
+        is set aside and recreated empty. True when that happened: every vector of the
+        base is gone, so the caller must reindex all of its items."""
+        try:
+            await self.store(base)
+            return False
+        except StoreError as exc:
+            async with self.lock(base.id):
+                moved = await asyncio.to_thread(self.stores.rebuild, base.id, base.dimensions)
+            log.warning("rebuilding the store of base %s (%s); old file kept as %s", base.id, exc, moved)
+            return True
+
     async def wait_idle(self, base_id: str | None = None) -> None:
         await self.queue.wait_idle(base_id)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
+import time
 from pathlib import Path
 
 from core.errors import StoreError
@@ -54,6 +56,34 @@ class StoreManager:
             store = BaseStore.open(path, dimensions, create=False, tuning=self.tuning)
             self._stores[base_id] = store
             return store
+
+    def rebuild(self, base_id: str, dimensions: int) -> Path | None:
+        """Set an unreadable (corrupt or missing) store aside and create an empty one.
+
+        The damaged SQLite file and its WAL/SHM are renamed to
+        ``<id>.sqlite.corrupt-<stamp>[-wal|-shm]`` (kept for inspection; `destroy`
+        removes them with the base); the derived matrix files are deleted. Returns
+        where the old file went (None when there was none). A stale WAL must never
+        sit next to the new file: SQLite would replay it into the fresh database.
+        """
+        path = self.path_for(base_id)
+        with self._lock:
+            store = self._stores.pop(base_id, None)
+            if store is not None:
+                store.close()
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            moved: Path | None = None
+            for suffix in ("", "-wal", "-shm"):
+                old = path.with_name(path.name + suffix)
+                if old.exists():
+                    target = path.with_name(f"{path.name}.corrupt-{stamp}{suffix}")
+                    os.replace(old, target)
+                    moved = moved or target
+            for p in self.bases_dir.glob(f"{base_id}.vectors*"):
+                p.unlink(missing_ok=True)
+            store = BaseStore.open(path, dimensions, create=True, tuning=self.tuning)
+            self._stores[base_id] = store
+            return moved
 
     def files_of(self, base_id: str) -> list[Path]:
         """Every file on disk that belongs to the base (SQLite, WAL/SHM, matrix, temp files)."""
