@@ -21,6 +21,7 @@ from core.data.validation import (
     require_model_id,
     require_name,
     require_page,
+    unknown_field,
     validate_base_field,
     validate_base_patch,
 )
@@ -52,8 +53,7 @@ def base_config(config: dict[str, Any], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
         raise ValidationError.field("config", "must be a mapping")
     unknown = [k for k in config if k not in BASE_PATCHABLE or k == "name"]
     if unknown:
-        key = unknown[0]
-        raise ValidationError.field(str(key), "unknown base setting")
+        raise unknown_field(unknown[0], "unknown base setting", "config")
     cfg: dict[str, Any] = {
         "emoji": DEFAULT_EMOJI,
         "group_id": None,

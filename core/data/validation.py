@@ -233,6 +233,14 @@ def check_base_consistency(cfg: dict[str, Any]) -> None:
         raise ValidationError.field("hybrid_alpha", "only applies when search_mode is 'hybrid'")
 
 
+def unknown_field(key: Any, message: str, container: str = "patch") -> ValidationError:
+    """Name an unknown key as the field when it reads like one; otherwise blame the
+    container (an empty or garbled key is no help as a field name)."""
+    if isinstance(key, str) and key.isidentifier():
+        return ValidationError.field(key, message)
+    return ValidationError.field(container, f"{message}: {key!r}")
+
+
 def validate_base_patch(patch: Any) -> dict[str, Any]:
     if not isinstance(patch, dict):
         raise ValidationError.field("patch", "must be a mapping of field names to values")
@@ -249,7 +257,7 @@ def validate_base_patch(patch: Any) -> dict[str, Any]:
         if key in BASE_READONLY:
             raise ValidationError.field(key, "is read-only")
         if key not in BASE_PATCHABLE:
-            raise ValidationError.field(key, "unknown field")
+            raise unknown_field(key, "unknown field")
         clean[key] = validate_base_field(key, value)
     return clean
 
