@@ -246,7 +246,8 @@ class KnowledgeOrchestrationService:
         and ALL its items are reindexed (the old file is kept as *.corrupt-<stamp>)."""
         base = require_runnable(await self.bases.get(base_id))
         roots = await self.items.collapse_to_roots(base.id, item_ids)
-        if force and await self.runtime.rebuild_store_if_unreadable(base):
+        fresh_store = force and await self.runtime.rebuild_store_if_unreadable(base)
+        if fresh_store:
             # the damaged store was set aside: no item of the base has vectors any more
             roots = await self.items.list_all(base.id, roots_only=True)
         await self.runtime.interrupt_tree(roots, InterruptReason.REINDEX)
@@ -265,6 +266,15 @@ class KnowledgeOrchestrationService:
         leaves = [i.id for i in await self.items.leaves_under([r.id for r in rebuilt])]
         try:
             await self.runtime.delete_vectors(base, leaves)
+        except StoreError as exc:
+            if force and not fresh_store:
+                # damaged inside (it opened, but a write failed): set it aside too, then
+                # reindex every root on the fresh store
+                await self.runtime.rebuild_store(base, str(exc))
+                everything = await self.items.list_all(base.id, roots_only=True)
+                return await self.reindex_items(base.id, [r.id for r in everything], force=True)
+            await self._record_cleanup_failure(roots, exc)
+            raise
         except Exception as exc:
             await self._record_cleanup_failure(roots, exc)
             raise
@@ -330,8 +340,8 @@ class KnowledgeOrchestrationService:
 
     async def list_item_chunks(self, base_id: Any, item_id: Any) -> list[ChunkRecord]:
         base, item = await self._item_of(base_id, item_id)
-        if base.dimensions is None:
-            return []
+        if not base.is_usable:
+            return []  # a failed base has no store (its items were never indexed here)
         leaves = await self.items.leaves_under([item.id])
         store = await self.runtime.store(base)
         return await asyncio.to_thread(store.list_chunks, [leaf.id for leaf in leaves])

@@ -33,11 +33,11 @@ async def check_invariants(
             continue
         try:
             store = await runtime.store(base)
+            problems += [f"base {base.name}: {p}" for p in await asyncio.to_thread(store.check_invariants)]
+            orphans = await asyncio.to_thread(store.item_ids)
         except StoreError as exc:  # a missing or corrupt store is a finding, not a crash of the check
             problems.append(f"base {base.name}: {exc}")
             continue
-        problems += [f"base {base.name}: {p}" for p in await asyncio.to_thread(store.check_invariants)]
-        orphans = await asyncio.to_thread(store.item_ids)
         for item_id in sorted(orphans - leaves):
             problems.append(f"base {base.name}: chunks of item {item_id} which is not a leaf item of the base")
     return problems

@@ -232,10 +232,14 @@ class KnowledgeRuntimeService:
             await self.store(base)
             return False
         except StoreError as exc:
-            async with self.lock(base.id):
-                moved = await asyncio.to_thread(self.stores.rebuild, base.id, base.dimensions)
-            log.warning("rebuilding the store of base %s (%s); old file kept as %s", base.id, exc, moved)
+            await self.rebuild_store(base, str(exc))
             return True
+
+    async def rebuild_store(self, base: KnowledgeBase, reason: str) -> None:
+        """Set the base's store aside (kept as *.corrupt-<stamp>) and start an empty one."""
+        async with self.lock(base.id):
+            moved = await asyncio.to_thread(self.stores.rebuild, base.id, base.dimensions)
+        log.warning("rebuilding the store of base %s (%s); old file kept as %s", base.id, reason, moved)
 
     async def wait_idle(self, base_id: str | None = None) -> None:
         await self.queue.wait_idle(base_id)
