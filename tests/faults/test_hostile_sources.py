@@ -202,42 +202,53 @@ async def test_path_that_vanishes_before_it_is_read(tmp_path, server) -> None:
 
 # --- a corrupted store ------------------------------------------------------------
 
-async def test_corrupted_store_is_reported_and_rebuilt_and_other_bases_are_unaffected(tmp_path, server) -> None:
+@pytest.mark.parametrize("damage", ["header", "inner-pages"])
+async def test_corrupted_store_is_reported_and_rebuilt_and_other_bases_are_unaffected(tmp_path, server, damage) -> None:
     data = tmp_path / "data"
     async with open_service(data, server.url) as ks:
         good = await ks.create_base("Good", dimensions=DIMS)
         bad = await ks.create_base("Bad", dimensions=DIMS)
         for base, word in ((good, "albatross"), (bad, "cormorant")):
-            await ks.add_items(base.id, [ItemInput("note", {"content": f"The {word} glides over the harbour {n}."})
+            await ks.add_items(base.id, [ItemInput("note", {"content": f"The {word} glides over the harbour {n}. " * 30})
                                          for n in range(5)])
+            await ks.add_items(base.id, [ItemInput("note", {"content": f"Filler {n} about kites and string. " * 30})
+                                         for n in range(35)])
         await ks.wait_idle(timeout=30)
     store_file = data / "bases" / f"{bad.id}.sqlite"
-    with open(store_file, "r+b") as fh:  # overwrite the header and the first pages
-        fh.write(os.urandom(16 * 1024))
+    size = store_file.stat().st_size
+    with open(store_file, "r+b") as fh:
+        if damage == "header":  # not a database any more: fails on open
+            fh.write(os.urandom(16 * 1024))
+        else:  # opens, but pages inside are garbage: fails when read or written
+            for frac in (0.6, 0.75, 0.85):
+                fh.seek(int(size * frac) // 4096 * 4096)
+                fh.write(os.urandom(4096))
 
     async with open_service(data, server.url) as ks:
         # the damaged base says so, naming the file
-        with pytest.raises(StoreError) as caught:
-            await asyncio.wait_for(ks.search(bad.id, "cormorant"), 30)
-        assert str(store_file) in str(caught.value)
+        if damage == "header":
+            with pytest.raises(StoreError) as caught:
+                await asyncio.wait_for(ks.search(bad.id, "cormorant"), 30)
+            assert str(store_file) in str(caught.value)
         problems = await ks.check_invariants()
         assert problems and all(str(store_file) in p for p in problems), problems
         # new work on it fails saying so
-        [note] = await ks.add_items(bad.id, [ItemInput("note", {"content": "A new note for the bad base."})])
-        assert await ks.wait_idle(timeout=30)
-        await failed_with(ks, note.id, str(store_file))
+        if damage == "header":
+            [note] = await ks.add_items(bad.id, [ItemInput("note", {"content": "A new note for the bad base."})])
+            assert await ks.wait_idle(timeout=30)
+            await failed_with(ks, note.id, str(store_file))
         # the other base is untouched
         hits = (await ks.search(good.id, "albatross", mode="bm25")).results
         assert len(hits) == 5
-        # a forced reindex rebuilds it (every item: the old vectors are unreadable)
+        # a forced reindex of one item rebuilds it all (the old vectors are unreadable)
         one = (await ks.list_items(bad.id, limit=100)).items[0]
         await ks.reindex_items(bad.id, [one.id], force=True)
         assert await ks.wait_idle(timeout=30)
         assert await ks.check_invariants() == []
         items = (await ks.list_items(bad.id, group_id=ANY_GROUP, limit=100)).items
         assert {i.status for i in items} == {ItemStatus.COMPLETED}
+        assert len(items) == (41 if damage == "header" else 40)  # with the note that failed on the broken store
         assert len((await ks.search(bad.id, "cormorant", mode="bm25")).results) == 5
-        assert len(items) == 6  # the five notes and the one that failed on the broken store
         assert len((await ks.search(good.id, "albatross", mode="bm25")).results) == 5
         kept = [p.name for p in (data / "bases").iterdir() if ".corrupt" in p.name]
         assert kept, "the damaged file is kept aside for inspection"
