@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -72,6 +72,7 @@ class TaskQueue:
         self._concurrency = concurrency
         self._pending: OrderedDict[str, Task] = OrderedDict()  # item id -> task
         self._running: dict[str, Task] = {}
+        self._active: Counter[str] = Counter()  # pending + running tasks per base, for O(1) idle checks
         self._wakeup = asyncio.Condition()
         self._changed = asyncio.Condition()  # notified whenever a task finishes or is dropped
         self._workers: list[asyncio.Task[None]] = []
@@ -92,6 +93,8 @@ class TaskQueue:
         self._closed = True
         dropped = list(self._pending.values())
         self._pending.clear()
+        for task in dropped:
+            self._forget(task)
         for task in self._running.values():
             task.token.interrupt(InterruptReason.SHUTDOWN)
         await self.wait_settled(list(self._running))
@@ -108,6 +111,7 @@ class TaskQueue:
         if self._closed or item_id in self._pending or item_id in self._running:
             return False
         self._pending[item_id] = Task(kind, base_id, item_id)
+        self._active[base_id] += 1
         self._notify_workers()
         self._emit_change()
         return True
@@ -118,6 +122,7 @@ class TaskQueue:
             if self._closed or item_id in self._pending or item_id in self._running:
                 continue
             self._pending[item_id] = Task(kind, base_id, item_id)
+            self._active[base_id] += 1
             added += 1
         if added:
             self._notify_workers()
@@ -128,7 +133,9 @@ class TaskQueue:
         """Drop pending tasks of these items and flag running ones. Returns the affected ids."""
         affected: set[str] = set()
         for item_id in item_ids:
-            if self._pending.pop(item_id, None) is not None:
+            dropped = self._pending.pop(item_id, None)
+            if dropped is not None:
+                self._forget(dropped)
                 affected.add(item_id)
             task = self._running.get(item_id)
             if task is not None:
@@ -151,11 +158,15 @@ class TaskQueue:
 
     async def wait_idle(self, base_id: str | None = None) -> None:
         def idle() -> bool:
-            tasks = (*self._pending.values(), *self._running.values())
-            return not any(base_id is None or t.base_id == base_id for t in tasks)
+            return self._active[base_id] == 0 if base_id is not None else not self._pending and not self._running
 
         async with self._changed:
             await self._changed.wait_for(idle)
+
+    def _forget(self, task: Task) -> None:
+        self._active[task.base_id] -= 1
+        if self._active[task.base_id] <= 0:
+            del self._active[task.base_id]
 
     # --- figures ----------------------------------------------------------
 
@@ -169,6 +180,12 @@ class TaskQueue:
 
     def is_active(self, item_id: str) -> bool:
         return item_id in self._pending or item_id in self._running
+
+    def is_pending(self, item_id: str) -> bool:
+        return item_id in self._pending
+
+    def is_running(self, item_id: str) -> bool:
+        return item_id in self._running
 
     # --- internals --------------------------------------------------------
 
@@ -210,5 +227,6 @@ class TaskQueue:
                 log.exception("task %s for item %s crashed", task.kind, task.item_id)
             finally:
                 self._running.pop(task.item_id, None)
+                self._forget(task)
                 await asyncio.shield(self._notify_changed())
                 self._emit_change()

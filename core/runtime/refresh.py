@@ -102,9 +102,18 @@ class RefreshPlan:
 
 
 def plan_refresh(
-    root: KnowledgeItem, listing: DirectoryListing, children: list[KnowledgeItem], chunking: str
+    root: KnowledgeItem,
+    listing: DirectoryListing,
+    children: list[KnowledgeItem],
+    chunking: str,
+    *,
+    queued: frozenset[str] = frozenset(),
 ) -> RefreshPlan:
-    """Diff the folder (`listing`) against the root's current descendants (blocking)."""
+    """Diff the folder (`listing`) against the root's current descendants (blocking).
+
+    Leaves in `queued` (waiting in the queue, not started) are left alone: they will
+    read the file as it is when their turn comes.
+    """
     plan = RefreshPlan()
     by_path: dict[str, KnowledgeItem] = {}
     for child in children:
@@ -129,6 +138,9 @@ def plan_refresh(
                 plan.create.setdefault(parent_id, []).append(
                     ChildSpec(ItemType.FILE, FileItemData(path=path, source=path))
                 )
+                continue
+            if existing.id in queued:
+                plan.unchanged += 1
                 continue
             _compare_file(existing, chunking, plan)
 

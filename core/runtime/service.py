@@ -123,7 +123,7 @@ class KnowledgeRuntimeService:
     async def _start_refresh(self, base_id: str, item_id: str) -> None:
         try:
             item = await self.items.get(item_id)
-            await self.interrupt_tree([item], InterruptReason.REINDEX)
+            # no interruption: the refresh leaves queued files alone and restarts running ones it must
             await self._set(item, ItemStatus.PROCESSING)
             self.queue.enqueue(TaskKind.PREPARE_ROOT, base_id, item_id)
         except KnowledgeError:
@@ -374,7 +374,8 @@ class KnowledgeRuntimeService:
             raise
         token.check()
         signature = chunking_signature(base.chunk_size, base.chunk_overlap)
-        plan = await asyncio.to_thread(plan_refresh, item, listing, existing, signature)
+        queued = frozenset(c.id for c in existing if self.queue.is_pending(c.id))
+        plan = await asyncio.to_thread(plan_refresh, item, listing, existing, signature, queued=queued)
         token.check()
         if plan.delete:
             below = {c.id for c in await self.items.descendants([d.id for d in plan.delete])}
@@ -386,6 +387,8 @@ class KnowledgeRuntimeService:
             await self._create_children(base, parent_id, specs)
         if plan.reindex:
             ids = [c.id for c in plan.reindex]
+            # a leaf being read right now may have read the old content: start it again
+            await self.interrupt_and_wait([i for i in ids if self.queue.is_running(i)], InterruptReason.REINDEX)
             self.publish_changes(await self.items.set_status_many(ids, ItemStatus.PROCESSING))
             self.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, ids)
 

@@ -94,6 +94,7 @@ async def test_index_2000_markdown_files(tmp_path):
                     break
                 page += 1
             assert all(i.status == ItemStatus.COMPLETED for i in items)
+            requests = server.request_count
             root = [i for i in items if i.group_id is None][0]
             chunks = await ks.list_item_chunks(base.id, root.id)
             texts = [c.text for c in chunks]
@@ -124,6 +125,7 @@ async def test_index_2000_markdown_files(tmp_path):
     print()
     print(f"corpus: {FILES} files, {size / 1e6:.1f} MB, {len(texts)} chunks (chunk_size 256)")
     print(f"indexing end to end: {elapsed:.2f} s = {rate:,.0f} chunks/s   (target >= 1,000 chunks/s)")
+    print(f"embedding requests: {requests} for {len(texts)} chunks ({len(texts) / max(requests, 1):.1f} per request)")
     print(f"baseline, embedder alone: {base_rate:,.0f} chunks/s; pipeline/embedder ratio {rate / base_rate:.2f}")
     print(f"longest event-loop stall: {monitor.worst * 1000:.1f} ms   (target <= 100 ms)")
     print(f"re-index of the unchanged folder: {refresh:.2f} s = {refresh / elapsed:.1%} of the first indexing, "

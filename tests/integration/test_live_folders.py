@@ -142,12 +142,14 @@ async def test_a_burst_of_1000_file_events_is_absorbed(tmp_path, server, folder)
 
         async def all_in():
             await ks.wait_idle(timeout=30)
-            return len([i for i in await items_of_all(ks, base.id) if i.type == ItemType.FILE]) == 1003
+            items = await items_of_all(ks, base.id)
+            files = [i for i in items if i.type == ItemType.FILE]
+            return len(files) == 1003 and {i.status for i in items} == {ItemStatus.COMPLETED}
 
         await eventually(all_in, timeout=90)
-        items = await items_of_all(ks, base.id)
-        assert {i.status for i in items} == {ItemStatus.COMPLETED}
+        assert await ks.wait_idle(timeout=30)
         assert await ks.check_invariants() == []
+        assert len(await sources_found(ks, base.id, "walruses")) == 20  # top_k of the search
 
 
 async def items_of_all(ks, base_id):
