@@ -25,6 +25,8 @@ from core.data.validation import (
     require_ids,
     require_item_type,
     require_page,
+    require_phase,
+    require_status,
 )
 from core.db import Database, new_id, utc_now
 from core.errors import NotFoundError, ValidationError
@@ -298,6 +300,11 @@ class KnowledgeItemService:
             return []
         if data is not None and len(set(item_ids)) != 1:
             raise ValidationError.field("data", "can only be written for one item at a time")
+        # plain strings ("completed") are accepted too; `.value` below needs the enums
+        status = require_status(status)
+        phase = require_phase(phase)
+        if error is not None and not isinstance(error, str):
+            raise ValidationError.field("error", "must be a message string")
         ids = list(dict.fromkeys(item_ids))
         # the indexing hot path: the whole transaction runs on the database thread in one hop
         return await self._db.run_in_transaction(lambda conn: _write_status(conn, ids, status, phase, error, data))
@@ -409,15 +416,24 @@ def _write_status(
 
 def _reconcile_many(conn: sqlite3.Connection, parents: set[str]) -> list[KnowledgeItem]:
     changed: dict[str, KnowledgeItem] = {}
+    original: dict[str, tuple[str, str | None, str | None]] = {}
     for parent in parents:
-        for item in _reconcile_up(conn, parent):
+        for item in _reconcile_up(conn, parent, original):
             changed[item.id] = item
-    return list(changed.values())
+    # Walks from several parents can pass the same ancestor: one walk may flip it (its
+    # other child not yet reconciled) and a later one flip it back. It has not changed.
+    return [
+        i for i in changed.values()
+        if (i.status.value, i.phase.value if i.phase else None, i.error) != original[i.id]
+    ]
 
 
-def _reconcile_up(conn: sqlite3.Connection, container_id: str | None) -> list[KnowledgeItem]:
+def _reconcile_up(
+    conn: sqlite3.Connection, container_id: str | None, original: dict[str, tuple[str, str | None, str | None]]
+) -> list[KnowledgeItem]:
     """Recompute a container from its own phase and its children, then its parent, and so
-    on, stopping at the first ancestor whose state does not change."""
+    on, stopping at the first ancestor whose state does not change. `original` records
+    each container's state before this call first wrote it."""
     changed: list[KnowledgeItem] = []
     while container_id is not None:
         row = conn.execute(
@@ -435,6 +451,7 @@ def _reconcile_up(conn: sqlite3.Connection, container_id: str | None) -> list[Kn
         status, phase, error = derive_container_state(row["phase"], counts)
         if (status, phase, error) == (row["status"], row["phase"], row["error"]):
             break  # unchanged: nothing above can change either
+        original.setdefault(container_id, (row["status"], row["phase"], row["error"]))
         updated = conn.execute(
             f"UPDATE knowledge_item SET status = ?, phase = ?, error = ?, updated_at = ? WHERE id = ? "
             f"RETURNING {ITEM_COLUMNS}",

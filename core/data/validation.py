@@ -23,6 +23,7 @@ from core.models import (
     FileItemData,
     ItemData,
     ItemInput,
+    ItemPhase,
     ItemStatus,
     ItemType,
     NoteItemData,
@@ -397,6 +398,15 @@ def require_group_filter(value: Any) -> Any:
     if value is None or value is ANY_GROUP:
         return value
     return require_id(value, "group_id")
+
+
+def require_phase(value: Any, field: str = "phase") -> ItemPhase | None:
+    if value is None:
+        return None
+    try:
+        return ItemPhase(value)
+    except (ValueError, TypeError):
+        raise ValidationError.field(field, "must be one of preparing, reading, embedding") from None
 
 
 def require_status(value: Any, field: str = "status") -> ItemStatus:
