@@ -369,3 +369,20 @@ async def test_delete_ignores_unknown_ids_and_delete_children_keeps_the_containe
     assert await items.delete_children(roots[1].id) == 2
     assert await items.children(roots[1].id) == []
     assert (await items.get(roots[1].id)).id == roots[1].id
+
+
+async def test_set_status_accepts_plain_strings_and_refuses_unknown_values(items, base, db):
+    (f,) = await items.create_roots(base.id, [ValidItem(ItemType.FILE, FileItemData("/a", "/a"))])
+    (changed,) = await items.set_status(f.id, "processing", "reading")
+    assert (changed.status, changed.phase) == (ItemStatus.PROCESSING, ItemPhase.READING)
+    before = await snapshot(db)
+    for status, phase, error, field in [
+        ("done", None, None, "status"),
+        (ItemStatus.PROCESSING, "thinking", None, "phase"),
+        (ItemStatus.FAILED, None, 42, "error"),
+        (None, None, None, "status"),
+    ]:
+        with pytest.raises(ValidationError) as exc:
+            await items.set_status(f.id, status, phase, error)
+        assert set(exc.value.errors) == {field}
+    assert await snapshot(db) == before
