@@ -162,7 +162,12 @@ def load_settings(
     env = dict(os.environ) if env is None else env
     path = Path(config_file).expanduser() if config_file else None
     if path is None:
-        path = Path(env["KTUI_CONFIG"]).expanduser() if env.get("KTUI_CONFIG") else default_config_path()
+        # `env` is authoritative: default_config_path() would consult os.environ again
+        path = (
+            Path(env["KTUI_CONFIG"]).expanduser()
+            if env.get("KTUI_CONFIG")
+            else Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+        )
         explicit = bool(env.get("KTUI_CONFIG"))
     else:
         explicit = True
@@ -352,6 +357,9 @@ class _Parser:
         kind = spec.get("kind")
         if kind not in PROVIDER_KINDS:
             raise self.fail(f"{key}.kind", f"must be one of {', '.join(PROVIDER_KINDS)}")
+        if name == "builtin" and kind != "builtin":
+            # it would replace the offline model behind the default 'builtin::wordllama'
+            raise self.fail(f"{key}.kind", "the name 'builtin' is reserved for the built-in model")
         prefix = key + "."
         base_url = self.string(spec, "base_url", None, prefix=prefix)
         if kind != "builtin" and base_url is None:

@@ -245,6 +245,7 @@ def test_unreadable_file_is_a_config_error(tmp_path):
         ("[providers.'a::b']\nkind = 'openai'\nbase_url = 'http://h'\n", "providers.a::b"),
         ("[providers.'']\nkind = 'ollama'\n", "providers."),
         ("[providers.' x']\nkind = 'ollama'\n", "providers. x"),
+        ("[providers.builtin]\nkind = 'openai'\nbase_url = 'http://h'\n", "providers.builtin.kind"),
         ("keymap = 'vim'\n", "keymap"),
         ("[keymap]\nquit = ''\n", "keymap"),
         ("[keymap]\nquit = 1\n", "keymap"),
@@ -269,3 +270,15 @@ def test_settings_with_replaces_fields(tmp_path):
     s = Settings.defaults(tmp_path)
     t = s.with_(concurrency=2)
     assert (s.concurrency, t.concurrency, t.data_dir) == (5, 2, tmp_path)
+
+
+def test_the_env_argument_is_authoritative_for_ktui_config(tmp_path, monkeypatch):
+    stray = write(tmp_path, "concurrency = 3\n", "stray.toml")
+    monkeypatch.setenv("KTUI_CONFIG", str(stray))
+    assert load_settings(env={}).concurrency == 5  # not the process's KTUI_CONFIG
+    assert load_settings().concurrency == 3  # env=None means the process environment
+
+
+def test_a_builtin_provider_entry_may_only_restate_the_builtin(tmp_path):
+    s = load_settings(write(tmp_path, "[providers.builtin]\nkind = 'builtin'\n"), env={})
+    assert s.provider("builtin").kind == "builtin"
