@@ -198,7 +198,6 @@ class KtuiApp(App[int]):
             except KnowledgeError as exc:
                 self.exit(1, return_code=1, message=f"ktui: {exc}")
                 return
-        self.sub_title = str(self.settings.data_dir) if self._owns_service else ""
         self._subscription = self.ks.subscribe()
         self.run_worker(self._pump_events(), name="events", group="events", exit_on_error=False)
         self.query_one(StatusLine).update_stats(self.ks.queue_stats())
@@ -389,8 +388,15 @@ class KtuiApp(App[int]):
                 return True if base is not None else None
         return True
 
+    _availability: tuple = ()
+
     def on_tree_node_highlighted(self, event) -> None:
-        self.refresh_bindings()
+        # Re-render the footer only when what the cursor allows actually changed: a
+        # footer refresh per j/k press would cost more than the move itself.
+        availability = tuple(self.check_action(a, ()) for a in ("delete_item", "chunks", "similar"))
+        if availability != self._availability:
+            self._availability = availability
+            self.refresh_bindings()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap_overrides))

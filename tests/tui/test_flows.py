@@ -107,7 +107,7 @@ async def test_add_a_file_picked_in_the_file_tree_and_watch_it_complete(settings
         await until(lambda: not isinstance(app.screen, AddItemsScreen), pilot, what="dialog closed")
         await all_done(app, pilot, 1)
         (label,) = labels(app).values()
-        assert "alpha.md" in label and "done" in label
+        assert label.startswith("📄 ✔ alpha.md")
         await until(lambda: app.bases_pane.counts.get(app.tree.base_id) == 1, pilot, what="item count")
 
 
@@ -179,9 +179,9 @@ async def test_add_a_note_url_and_sitemap(settings):
             assert await app.ks.wait_idle(timeout=20)
             await all_done(app, pilot, 3)
             got = labels(app).values()
-            assert any("Figs dry well" in t and "done" in t for t in got)
-            assert any(t.startswith("🌐") and "/pears" in t and "done" in t for t in got)
-            assert any(t.startswith("🧭") and "sitemap.xml" in t and "done" in t for t in got)
+            assert any("✔ Figs dry well" in t for t in got)
+            assert any(t.startswith("🌐 ✔") and "/pears" in t for t in got)
+            assert any(t.startswith("🧭 ✔") and "sitemap.xml" in t for t in got)
             resp = await app.ks.search(app.tree.base_id, "quinces")
             assert resp.results and "Quinces" in resp.results[0].page_content
 
@@ -338,7 +338,7 @@ async def test_failed_item_and_service_errors_are_shown_not_fatal(settings, tmp_
         base = await with_base(app, pilot)
         (item,) = await app.ks.add_items(base.id, [ItemInput("file", {"path": str(tmp_path / "blob.dat")})])
         await all_done(app, pilot, 1)
-        assert "failed: Unsupported file type: blob.dat" in labels(app)[item.id]
+        assert "✘ blob.dat  Unsupported file type: blob.dat" in labels(app)[item.id]
         # a call the service refuses: the item was deleted behind the app's back
         await app.ks.delete_items(base.id, [item.id])
         app.call_service("Reindex", app.ks.reindex_items(base.id, [item.id]), item_id=item.id)
@@ -426,6 +426,6 @@ def test_node_label_shows_progress_and_errors():
                          ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None, "t", "t")
     node = ItemNode.of(item)
     node.progress = 0.42
-    assert node_label(node).plain == "📄 a.md  ◌ embedding  42%"
+    assert node_label(node).plain == "📄 ◌ a.md  embedding  42%"
     node.status, node.phase, node.error = ItemStatus.FAILED, None, "Cannot read /x/a.md"
-    assert node_label(node).plain == "📄 a.md  ✘ failed: Cannot read a.md"
+    assert node_label(node).plain == "📄 ✘ a.md  Cannot read a.md"

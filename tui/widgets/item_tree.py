@@ -54,35 +54,40 @@ class ItemNode:
         return cls(item, item.status, item.phase, item.error, watch=bool(getattr(item.data, "watch", False)))
 
 
-def status_text(status: ItemStatus, phase: ItemPhase | None, progress: float | None, error: str | None) -> Text:
-    t = Text()
-    if status == ItemStatus.COMPLETED:
-        t.append("✔ done", "green")
-    elif status == ItemStatus.FAILED:
-        t.append("✘ failed", "bold red")
-        if error:
-            t.append(f": {error}", "red")
-    elif status == ItemStatus.PROCESSING:
-        t.append(f"◌ {phase.value if phase else 'processing'}", "yellow")
-        if progress is not None and phase == ItemPhase.EMBEDDING:
-            t.append(f" {progress * 100:3.0f}%", "bold yellow")
-    else:
-        t.append("· queued", "dim")
-    return t
+STATUS_MARKS = {
+    ItemStatus.COMPLETED: ("✔", "green"),
+    ItemStatus.FAILED: ("✘", "bold red"),
+    ItemStatus.PROCESSING: ("◌", "yellow"),
+    ItemStatus.IDLE: ("·", "dim"),
+}
 
 
 def node_label(node: ItemNode) -> Text:
+    """Type icon and status mark first (always visible), then the name, then what is going on."""
     t = Text(no_wrap=True, overflow="ellipsis")
+    mark, style = STATUS_MARKS.get(node.status, ("?", ""))
     t.append(TYPE_ICONS.get(node.item.type, "•") + " ")
+    t.append(mark + " ", style)
     t.append(node.item.display_name, "bold" if node.item.type.is_container else "")
     if node.watch:
         t.append(" 👁", "dim")
-    t.append("  ")
-    error = node.error.replace(node.item.source, node.item.display_name) if node.error else None
-    t.append_text(status_text(node.status, node.phase, node.progress, error))
+    if node.status == ItemStatus.PROCESSING:
+        t.append(f"  {node.phase.value if node.phase else 'processing'}", "yellow")
+        if node.progress is not None and node.phase == ItemPhase.EMBEDDING:
+            t.append(f" {node.progress * 100:3.0f}%", "bold yellow")
+    elif node.status == ItemStatus.FAILED:
+        error = node.error.replace(node.item.source, node.item.display_name) if node.error else "failed"
+        t.append(f"  {error}", "red")
+    elif node.status == ItemStatus.IDLE:
+        t.append("  queued", "dim")
     if node.notice:
         t.append(f"  ⚠ {node.notice}", "red")
     return t
+
+
+def sort_key(item: KnowledgeItem) -> tuple[bool, str, str]:
+    """Inside a container: sub-folders first, then by name (stable across runs)."""
+    return (not item.type.is_container, item.display_name.casefold(), item.id)
 
 
 class ItemTree(Tree[ItemNode]):
@@ -176,12 +181,30 @@ class ItemTree(Tree[ItemNode]):
             if item.id in self.nodes_by_id:
                 continue
             data = ItemNode.of(item)
-            kw = {"before": 0} if at_top and parent.children else {}
+            kw: dict = {}
+            if parent is not self.root:
+                kw = self._sorted_position(parent, item)
+            elif at_top and parent.children:
+                kw = {"before": 0}
             node = parent.add(node_label(data), data, allow_expand=item.type.is_container, **kw)
             self.nodes_by_id[item.id] = node
             added += 1
-        if added and at_top:
+        if added and (at_top or parent is not self.root):
             self._keep_viewport(anchor)
+
+    @staticmethod
+    def _sorted_position(parent: TreeNode[ItemNode], item: KnowledgeItem) -> dict:
+        key = sort_key(item)
+        children = parent.children
+        lo, hi = 0, len(children)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            data = children[mid].data
+            if data is not None and sort_key(data.item) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return {"before": lo} if lo < len(children) else {}
 
     def _first_visible(self) -> TreeNode[ItemNode] | None:
         return self.get_node_at_line(int(self.scroll_y)) if self.scroll_y > 0 else None

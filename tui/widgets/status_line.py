@@ -19,6 +19,7 @@ class StatusLine(Horizontal):
         super().__init__(**kw)
         self.rates: deque[float] = deque([0.0] * HISTORY, maxlen=HISTORY)
         self.stats = QueueStats(0, 0, 0, 0, 0.0)
+        self.frozen = False  # reproducible screenshots: ignore live figures
 
     def compose(self) -> ComposeResult:
         yield Static(self._text(), id="queue-figures")
@@ -33,7 +34,16 @@ class StatusLine(Horizontal):
         t.append(f"  {s.chunks_per_second:.1f} chunks/s ")
         return t
 
+    def freeze(self, stats: QueueStats) -> None:
+        """Show fixed figures and stop updating (snapshot tests: no rates or clocks in the picture)."""
+        self.frozen = False
+        self.rates.extend([0.0] * HISTORY)
+        self.update_stats(stats)
+        self.frozen = True
+
     def update_stats(self, stats: QueueStats) -> None:
+        if self.frozen:
+            return
         self.stats = stats
         self.rates.append(stats.chunks_per_second)
         self.query_one("#queue-figures", Static).update(self._text())

@@ -1,0 +1,243 @@
+"""Snapshot tests: one SVG per visible state (pytest-textual-snapshot).
+
+Fixed terminal size, animations and cursor blink off, live queue figures
+frozen, no toasts; nothing in the picture depends on the clock, a temp path,
+a random port or a random id. SVGs live in tests/snapshots/test_snapshots/;
+regenerate with `pytest tests/tui/test_snapshots.py --snapshot-update` and
+review the pictures before committing them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import pytest_textual_snapshot
+from textual.widgets import Input, TabbedContent, TextArea
+
+from core.models import ItemInput, ItemPhase, QueueStats
+from core.transfer import EXPORT_FORMAT
+from tests.tui.conftest import MODEL, until
+from tui.app import KtuiApp
+from tui.widgets.status_line import StatusLine
+
+SIZE = (120, 36)
+SNAPSHOT_DIR = Path(__file__).resolve().parent.parent / "snapshots"
+
+
+class _SnapshotsDir(pytest_textual_snapshot.SVGImageExtension):
+    @classmethod
+    def dirname(cls, *, test_location) -> str:
+        return str(SNAPSHOT_DIR / test_location.basename)
+
+
+@pytest.fixture(autouse=True)
+def _svgs_in_tests_snapshots(monkeypatch):
+    monkeypatch.setattr(pytest_textual_snapshot, "SVGImageExtension", _SnapshotsDir)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "corpus"
+    (root / "guides").mkdir(parents=True)
+    (root / "apples.md").write_text("# Apples\n\nApples grow on trees in the orchard and are picked in autumn.\n")
+    (root / "pears.md").write_text("# Pears\n\nPears ripen after picking; keep them in a cool cellar.\n")
+    (root / "guides" / "storage.md").write_text(
+        "# Storage\n\nStore apples and pears apart: apples release ethylene.\n\n"
+        "## Cellar\n\nA cellar at four degrees keeps fruit for months.\n")
+    (tmp_path / "blob.dat").write_bytes(bytes(range(256)) * 4)  # a file that fails: unsupported type
+    return root
+
+
+def calm(app: KtuiApp, done: int = 0, failed: int = 0) -> None:
+    """Remove everything that varies from run to run."""
+    app.animation_level = "none"
+    for widget in app.screen.query(Input):
+        widget.cursor_blink = False
+    for widget in app.screen.query(TextArea):
+        widget.cursor_blink = False
+    for screen in app.screen_stack:
+        for widget in screen.query(Input):
+            widget.cursor_blink = False
+    app.query_one(StatusLine).freeze(QueueStats(0, 0, done, failed, 0.0))
+    app.clear_notifications()
+
+
+async def indexed(pilot, corpus: Path, *, expand: bool = True):
+    app: KtuiApp = pilot.app
+    await until(lambda: app.ready, pilot)
+    base = await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
+    app._select_base(base)
+    await until(lambda: app.tree.base_id == base.id, pilot)
+    await app.ks.add_items(base.id, [ItemInput("directory", {"path": str(corpus)})])
+    await app.ks.add_items(base.id, [ItemInput("note", {"content": "Quince jelly needs a long, slow boil."})])
+    await app.ks.add_items(base.id, [ItemInput("file", {"path": str(corpus.parent / "blob.dat")})])
+    assert await app.ks.wait_idle(timeout=15)
+    await until(lambda: len(app.tree.nodes_by_id) == 3 and all(n.data.status.is_terminal
+                                                                for n in app.tree.nodes_by_id.values()), pilot)
+    if expand:
+        folder = next(n for n in app.tree.nodes_by_id.values() if n.data.item.type.value == "directory")
+        folder.expand()
+        await until(lambda: len(app.tree.nodes_by_id) >= 6, pilot)
+        guides = next(n for n in app.tree.nodes_by_id.values() if n.data.item.display_name == "guides")
+        guides.expand()
+        await until(lambda: len(app.tree.nodes_by_id) >= 7, pilot)
+        app.tree.focus()
+        app.tree.move_cursor(folder)
+    await pilot.pause()
+    return base
+
+
+def test_empty_app(snap_compare, settings):
+    async def run_before(pilot):
+        await until(lambda: pilot.app.ready, pilot)
+        calm(pilot.app)
+
+    assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+
+
+def test_items_search_and_failed_item(snap_compare, settings, corpus):
+    async def run_before(pilot):
+        app = pilot.app
+        await indexed(pilot, corpus)
+        await pilot.press("slash", *"apples cellar", "enter")
+        await until(lambda: app.search_pane.results, pilot)
+        app.tree.focus()
+        calm(app, done=6, failed=1)
+
+    assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+
+
+def test_item_mid_indexing(snap_compare, settings, corpus, embedding_server):
+    async def run_before(pilot):
+        app = pilot.app
+        await until(lambda: app.ready, pilot)
+        base = await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
+        app._select_base(base)
+        await until(lambda: app.tree.base_id == base.id, pilot)
+        embedding_server.faults.delay(3)  # hold the embedding request: the item stays "embedding"
+        (item,) = await app.ks.add_items(base.id, [ItemInput("file", {"path": str(corpus / "apples.md")})])
+        await until(lambda: item.id in app.tree.nodes_by_id
+                    and app.tree.nodes_by_id[item.id].data.phase == ItemPhase.EMBEDDING, pilot)
+        app.tree.focus()
+        calm(app)
+        calm(app)  # a late stats event must not change the picture
+        app.query_one(StatusLine).frozen = True
+
+    try:
+        assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+    finally:
+        embedding_server.faults.clear()
+
+
+def test_failed_base_offers_restore(snap_compare, settings):
+    async def run_before(pilot):
+        app = pilot.app
+        await until(lambda: app.ready, pilot)
+        await app.ks.import_bases({"format": EXPORT_FORMAT, "version": 1, "bases": [{
+            "name": "Archive", "embedding_model_id": "gone::model", "dimensions": 8, "emoji": "🗄",
+            "group": "Old", "items": [{"type": "note", "data": {"content": "Old notes about walnuts"}}]}]})
+        await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
+        app.reload_bases()
+        await until(lambda: len(app.bases_pane.bases) == 2 and app.tree.nodes_by_id, pilot)
+        calm(app)
+
+    assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+
+
+def dialog_test(keys: tuple[str, ...], ready, *, prepare=None, expand=False):
+    """A snapshot of a dialog opened with `keys` over an indexed base, once `ready(app)` holds."""
+
+    def test(snap_compare, settings, corpus):
+        async def run_before(pilot):
+            app = pilot.app
+            await indexed(pilot, corpus, expand=expand)
+            if prepare is not None:
+                await prepare(pilot)
+            await pilot.press(*keys)
+            await until(lambda: ready(app), pilot)
+            calm(app, done=6, failed=1)
+
+        assert snap_compare(KtuiApp(settings, start_dir=corpus), terminal_size=SIZE, run_before=run_before)
+
+    return test
+
+
+def _dims_detected(app) -> bool:
+    return app.screen.query("#dimensions") and app.screen.query_one("#dimensions", Input).value == "32"
+
+
+test_create_base_dialog = dialog_test(("n",), _dims_detected)
+test_edit_base_dialog = dialog_test(("e",), lambda app: app.screen.query("#name"))
+test_help_screen = dialog_test(("f1",), lambda app: app.screen.query("#keys"))
+
+
+async def _focus_leaf(pilot):
+    app = pilot.app
+    leaf = next(n for n in app.tree.nodes_by_id.values() if n.data.item.display_name == "storage.md")
+    app.tree.focus()
+    app.tree.move_cursor(leaf)
+    await pilot.pause()
+
+
+test_confirm_delete_dialog = dialog_test(("d",), lambda app: app.screen.query("#yes"), prepare=_focus_leaf,
+                                         expand=True)
+test_chunk_browser = dialog_test(
+    ("c",), lambda app: bool(getattr(app.screen, "chunks", None)),
+    prepare=_focus_leaf, expand=True)
+test_similar_items_dialog = dialog_test(
+    ("s",), lambda app: app.screen.query("#similar-list") and app.screen.query_one("#similar-list").option_count,
+    prepare=_focus_leaf, expand=True)
+
+
+async def _note_tab(pilot):
+    return None
+
+
+def _add_dialog_note(app) -> bool:
+    if not app.screen.query(TabbedContent):
+        return False
+    tabs = app.screen.query_one(TabbedContent)
+    if tabs.active != "note":
+        tabs.active = "note"
+        return False
+    area = app.screen.query_one("#note-text", TextArea)
+    if not area.text:
+        area.text = "Plums: pick them when they come away with a gentle twist."
+        return False
+    return True
+
+
+test_add_items_dialog = dialog_test(("a",), _add_dialog_note)
+
+
+def test_chunk_in_context(snap_compare, settings, corpus):
+    async def run_before(pilot):
+        app = pilot.app
+        await indexed(pilot, corpus, expand=False)
+        await pilot.press("slash", *"cellar four degrees", "enter")
+        await until(lambda: app.search_pane.results, pilot)
+        app.query_one("#results").focus()
+        await pilot.press("enter")
+        await until(lambda: app.screen.query("#context") and "months" in str(
+            app.screen.query_one("#context").render()), pilot)
+        calm(app, done=6, failed=1)
+
+    assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+
+
+def test_restore_dialog(snap_compare, settings):
+    async def run_before(pilot):
+        app = pilot.app
+        await until(lambda: app.ready, pilot)
+        await app.ks.import_bases({"format": EXPORT_FORMAT, "version": 1, "bases": [{
+            "name": "Archive", "embedding_model_id": "gone::model", "dimensions": 8,
+            "items": [{"type": "note", "data": {"content": "Old notes about walnuts"}}]}]})
+        app.reload_bases()
+        await until(lambda: app.bases_pane.current_base is not None, pilot)
+        await pilot.press("R")
+        await until(lambda: app.screen.query("#dimensions") and
+                    app.screen.query_one("#dimensions", Input).value == "32", pilot)
+        calm(app)
+
+    assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
