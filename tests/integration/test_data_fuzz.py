@@ -51,6 +51,8 @@ from core.models import (
     SearchMode,
 )
 
+pytestmark = pytest.mark.slow  # 2-10 s per test: thousands of inputs each (still runs in CI)
+
 EXAMPLES = {
     "items": 1200,
     "patches": 900,
