@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -27,8 +26,6 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from core.errors import SchemaVersionError, StoreError
-
-T = TypeVar("T")
 
 T = TypeVar("T")
 
@@ -262,29 +259,6 @@ class Database:
                 raise
             else:
                 await self._conn.execute("COMMIT")
-
-    async def run_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn(connection)` inside BEGIN IMMEDIATE … COMMIT on the connection's own
-        thread, in one hop.
-
-        The hot paths (status writes during indexing) issue half a dozen statements per
-        call; awaiting each through aiosqlite costs a thread round trip and an event-loop
-        wake-up apiece. aiosqlite has no public "run this function on your thread"
-        call, so this uses its `_execute` queue (present in every release since 0.11).
-        """
-
-        def run(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
-
-        async with self._lock:
-            return await self._conn._execute(run, self._conn._conn)
 
     async def run_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(connection)` inside BEGIN IMMEDIATE … COMMIT on the connection's own
