@@ -117,6 +117,39 @@ async def test_newer_database_is_refused_and_left_untouched(tmp_path):
         check.close()
 
 
+async def test_newer_wal_database_is_refused_and_its_file_untouched(tmp_path):
+    path = tmp_path / DB_FILENAME
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE future (x)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.close()  # clean close: checkpointed, -wal removed
+    before = path.read_bytes()
+    with pytest.raises(SchemaVersionError):
+        await Database.open(tmp_path)
+    assert path.read_bytes() == before
+
+
+async def test_busy_timeout_waits_for_another_writer(db):
+    """A second process holding the write lock for a moment delays our write instead of
+    failing with 'database is locked'."""
+    other = sqlite3.connect(db.path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    loop = asyncio.get_running_loop()
+    release = loop.call_later(0.4, other.execute, "COMMIT")
+    started = loop.time()
+    try:
+        async with db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO knowledge_group (id, name, created_at, updated_at) VALUES ('g', 'x', ?, ?)", (NOW, NOW)
+            )
+    finally:
+        release.cancel()
+        other.close()
+    assert loop.time() - started >= 0.3
+    assert (await db.fetchone("SELECT count(*) FROM knowledge_group"))[0] == 1
+
+
 async def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path):
     (tmp_path / DB_FILENAME).write_bytes(b"this is not SQLite at all" * 100)
     with pytest.raises(StoreError, match=DB_FILENAME):
