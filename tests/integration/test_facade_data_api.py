@@ -295,3 +295,60 @@ def test_facade_data_api_only_raises_validation_or_not_found(runner, sync_ks):
         runner.run(go())
 
     run()
+
+
+payload_values = st.one_of(
+    junk,
+    st.sampled_from(["@FILE", "@DIR", "/no/such/path", "ftp://x", "http://", "https://example.invalid/x",
+                     "a\x00b", "x" * 5000, "http://exa mple.com"]),
+)
+facade_inputs = st.lists(
+    st.builds(
+        lambda kind, key, value, as_dict: {"type": kind, "data": {key: value}} if as_dict else ItemInput(kind, {key: value}),
+        st.one_of(st.sampled_from(["file", "url", "note", "directory", "sitemap"]), junk),
+        st.sampled_from(["path", "url", "content", "source_url", "watch", "bogus"]),
+        payload_values,
+        st.booleans(),
+    ),
+    max_size=3,
+) | junk
+
+
+def test_facade_add_items_refuses_hostile_payloads_without_writing(runner, sync_ks, tmp_path):
+    ks = sync_ks
+    base = runner.run(ks.create_base("Docs", FAKE_MODEL, DIMS))
+    folder = tmp_path / "real"
+    folder.mkdir()
+    (folder / "f.md").write_text("# f\n\nfile body\n")
+
+    def resolve(value):
+        if isinstance(value, str):
+            return value.replace("@FILE", str(folder / "f.md")).replace("@DIR", str(folder))
+        return value
+
+    @settings(max_examples=250)
+    @given(raw=facade_inputs, target=st.sampled_from(["base", "base", "unknown", "junk"]))
+    def run(raw, target):
+        if isinstance(raw, list):
+            raw = [
+                ItemInput(e.type, {k: resolve(v) for k, v in e.data.items()}) if isinstance(e, ItemInput)
+                else {"type": e["type"], "data": {k: resolve(v) for k, v in e["data"].items()}}
+                if isinstance(e, dict) and isinstance(e.get("data"), dict) else e
+                for e in raw
+            ]
+        base_id = {"base": base.id, "unknown": "no-such-base", "junk": 42}[target]
+
+        async def go():
+            before = (await ks.list_items(base.id, group_id=ANY_GROUP, limit=100)).total
+            try:
+                added = await ks.add_items(base_id, raw)
+            except (ValidationError, NotFoundError):
+                assert (await ks.list_items(base.id, group_id=ANY_GROUP, limit=100)).total == before
+                return
+            assert added and all(i.base_id == base.id and i.status is ItemStatus.PROCESSING for i in added)
+            await ks.delete_items(base.id, [i.id for i in added])
+            assert await ks.wait_idle(base.id, timeout=20)
+
+        runner.run(go())
+
+    run()
