@@ -17,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from core.data.rows import ITEM_COLUMNS, data_to_json, item_from_row
+from core.data.rows import BASE_COLUMNS, ITEM_COLUMNS, base_from_row, data_to_json, item_from_row
 from core.data.validation import (
     ValidItem,
     require_group_filter,
@@ -38,6 +38,7 @@ from core.models import (
     ItemPhase,
     ItemStatus,
     ItemType,
+    KnowledgeBase,
     KnowledgeItem,
     Page,
 )
@@ -150,6 +151,23 @@ class KnowledgeItemService:
         item_id = require_id(item_id, "item_id")
         async with self._db.read() as conn:
             return await self._get(conn, item_id)
+
+    async def get_with_base(self, item_id: str) -> tuple[KnowledgeItem, KnowledgeBase]:
+        """An item and its base in one read (what a runtime task starts from)."""
+        item_cols = ", ".join(f"i.{c.strip()} AS i_{c.strip()}" for c in ITEM_COLUMNS.split(","))
+        base_cols = ", ".join(f"b.{c.strip()} AS b_{c.strip()}" for c in BASE_COLUMNS.split(","))
+        rows = await self._db.fetchall(
+            f"SELECT {item_cols}, {base_cols} FROM knowledge_item i JOIN knowledge_base b ON b.id = i.base_id "
+            "WHERE i.id = ?",
+            (item_id,),
+        )
+        if not rows:
+            raise NotFoundError("Knowledge item", item_id)
+        row = rows[0]
+        keys = row.keys()
+        item = item_from_row({k[2:]: row[k] for k in keys if k.startswith("i_")})
+        base = base_from_row({k[2:]: row[k] for k in keys if k.startswith("b_")})
+        return item, base
 
     async def get_many(self, item_ids: Sequence[str]) -> list[KnowledgeItem]:
         """Existing items among `item_ids`, in the given order (missing ones are skipped)."""

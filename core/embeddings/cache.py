@@ -179,6 +179,8 @@ class EmbeddingCache:
     def __init__(self, path: Path | None, *, memory_entries: int, persistent_entries: int):
         self.memory = MemoryLRU(memory_entries)
         self.disk = DiskCache(path, persistent_entries) if path is not None and persistent_entries > 0 else None
+        self._buffer: list[tuple[bytes, np.ndarray]] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Vectors found for `keys` (memory first, then disk; disk hits are promoted)."""
@@ -198,12 +200,33 @@ class EmbeddingCache:
         return found
 
     async def put_many(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
+        """Store vectors: in memory at once, on disk behind the caller's back.
+
+        Disk writes are buffered and flushed by one background task, so an indexing
+        burst pays one thread hop and one transaction per flush instead of per call,
+        and no caller waits for the disk. `flush()` / `aclose()` drain the buffer.
+        """
         items = list(items)
         for k, v in items:
             self.memory.put(k, v)
         if self.disk is not None and not self.disk.disabled and items:
-            await asyncio.to_thread(self.disk.put_many, items)
+            self._buffer.extend(items)
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._buffer and self.disk is not None:
+            batch, self._buffer = self._buffer, []
+            await asyncio.to_thread(self.disk.put_many, batch)
+
+    async def flush(self) -> None:
+        """Wait until every buffered vector is on disk."""
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+        if self._buffer:
+            await self._drain()
 
     async def aclose(self) -> None:
+        await self.flush()
         if self.disk is not None:
             await asyncio.to_thread(self.disk.close)

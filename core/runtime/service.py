@@ -255,14 +255,16 @@ class KnowledgeRuntimeService:
     async def store(self, base: KnowledgeBase) -> BaseStore:
         if base.dimensions is None:
             raise StoreError(f"Knowledge base {base.name} has no vector store (unknown dimensions)")
+        store = self.stores.get_if_open(base.id, base.dimensions)
+        if store is not None:
+            return store
         return await asyncio.to_thread(self.stores.get, base.id, base.dimensions)
 
     # --- tasks ------------------------------------------------------------
 
     async def _run_task(self, task: Task) -> bool:
         try:
-            item = await self.items.get(task.item_id)
-            base = await self.bases.get(task.base_id)
+            item, base = await self.items.get_with_base(task.item_id)
         except KnowledgeError:
             return False  # deleted while queued
         if task.kind == TaskKind.PREPARE_ROOT:
@@ -271,9 +273,12 @@ class KnowledgeRuntimeService:
 
     async def _index_leaf(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
         token = task.token
+        pending_write: asyncio.Future[None] | None = None
         try:
             token.check()
-            await self._set(item, ItemStatus.PROCESSING, ItemPhase.READING)
+            # phase writes go out in the background and are awaited before the next write
+            # of this item, so reading overlaps the database round trip
+            pending_write = asyncio.ensure_future(self._set(item, ItemStatus.PROCESSING, ItemPhase.READING))
             recorded = None
             if isinstance(item.data, FileItemData):
                 # one thread hop: fingerprint, read, parse and chunk
@@ -295,7 +300,10 @@ class KnowledgeRuntimeService:
             if not chunks:
                 raise IngestError(f"{item.source}: no text content")
             token.check()
-            await self._set(item, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, progress=0.0)
+            await pending_write
+            pending_write = asyncio.ensure_future(
+                self._set(item, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, progress=0.0)
+            )
 
             def progress(done: int, total: int) -> None:
                 token.check()
@@ -307,6 +315,7 @@ class KnowledgeRuntimeService:
             vectors = await self.embeddings.embed(
                 base.embedding_model_id, [c.text for c in chunks], dimensions=base.dimensions, on_progress=progress
             )
+            await pending_write
             async with self.lock(base.id):
                 token.check()
                 store = await self.store(base)
@@ -315,12 +324,14 @@ class KnowledgeRuntimeService:
             self._record_chunks(len(chunks))
             return True
         except TaskInterrupted:
+            await _settle(pending_write)
             if token.reason == InterruptReason.SHUTDOWN:
                 await self._fail(base, item, SHUTDOWN_MESSAGE, remove_vectors=False)
             raise
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            await _settle(pending_write)
             if not isinstance(exc, (KnowledgeError, OSError)):
                 log.exception("indexing %s failed unexpectedly", item.source)
             await self._fail(base, item, describe_error(exc))
@@ -488,3 +499,15 @@ class KnowledgeRuntimeService:
 
         self._stats_handle = loop.call_later(delay, emit)
 
+
+async def _settle(write: asyncio.Future[None] | None) -> None:
+    """Wait for a background status write before writing the item's outcome; its own
+    failure (the item was deleted meanwhile) does not matter any more."""
+    if write is None:
+        return
+    try:
+        await write
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        pass

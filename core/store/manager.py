@@ -42,6 +42,14 @@ class StoreManager:
             self._stores[base_id] = store
             return store
 
+    def get_if_open(self, base_id: str, dimensions: int) -> BaseStore | None:
+        """The base's store if it is already open, without blocking (no lock, no I/O):
+        callers on the event loop use it before falling back to `get` in a thread."""
+        store = self._stores.get(base_id)  # a dict read is atomic; opening happens under the lock
+        if store is None or store.dimensions != dimensions:
+            return None
+        return store
+
     def get(self, base_id: str, dimensions: int) -> BaseStore:
         """The open store of a base (opened on first use). StoreError when missing or corrupt."""
         path = self.path_for(base_id)
