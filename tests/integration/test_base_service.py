@@ -3,6 +3,8 @@ order, update_base rules, groups."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 import core.data.base_service as base_service_module
@@ -154,7 +156,9 @@ async def test_rows_created_in_the_same_instant_keep_creation_order(bases, monke
     """Same created_at (and the same millisecond for the id clock): `id DESC` breaks the tie."""
     monkeypatch.setattr(base_service_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
     frozen = 1_900_000_000_000 * 1_000_000
-    monkeypatch.setattr(dbmod.time, "time_ns", lambda: frozen)
+    monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: frozen))
+    monkeypatch.setattr(dbmod, "_last_ms", dbmod._last_ms)  # restored afterwards
+    monkeypatch.setattr(dbmod, "_seq", dbmod._seq)
     made = [await make(bases, f"B{i}") for i in range(130)]
     assert len({b.created_at for b in made}) == 1
     pages = [await bases.list(page=p, limit=50) for p in (1, 2, 3)]

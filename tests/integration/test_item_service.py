@@ -4,6 +4,7 @@ paging, order), status rules, collapse_to_roots, deletes."""
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -203,7 +204,9 @@ async def test_list_items_of_unknown_base(items):
 async def test_list_items_pages_newest_first_with_ties(items, base, monkeypatch):
     monkeypatch.setattr(item_service_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
     frozen = 1_900_000_000_000 * 1_000_000
-    monkeypatch.setattr(dbmod.time, "time_ns", lambda: frozen)
+    monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: frozen))
+    monkeypatch.setattr(dbmod, "_last_ms", dbmod._last_ms)  # restored afterwards
+    monkeypatch.setattr(dbmod, "_seq", dbmod._seq)
     created = []
     for batch in range(3):
         created += await items.create_roots(base.id, [note(f"{batch}-{i}") for i in range(50)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
@@ -251,8 +252,9 @@ def test_ids_are_version_7_uuids_in_creation_order():
 
 def test_ids_stay_ordered_past_4096_in_one_millisecond(monkeypatch):
     frozen = 1_800_000_000_000 * 1_000_000
-    monkeypatch.setattr(dbmod.time, "time_ns", lambda: frozen)
+    monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: frozen))
     monkeypatch.setattr(dbmod, "_last_ms", 0)
+    monkeypatch.setattr(dbmod, "_seq", 0)
     ids = [new_id() for _ in range(10_000)]
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
@@ -260,8 +262,9 @@ def test_ids_stay_ordered_past_4096_in_one_millisecond(monkeypatch):
 
 def test_ids_stay_ordered_when_the_clock_goes_back(monkeypatch):
     clock = iter([5_000, 5_000, 4_000, 3_000, 5_001])  # milliseconds
-    monkeypatch.setattr(dbmod.time, "time_ns", lambda: next(clock) * 1_000_000)
+    monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: next(clock) * 1_000_000))
     monkeypatch.setattr(dbmod, "_last_ms", 0)
+    monkeypatch.setattr(dbmod, "_seq", 0)
     ids = [new_id() for _ in range(5)]
     assert ids == sorted(ids)
 
