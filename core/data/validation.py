@@ -312,6 +312,7 @@ def _require_path(value: Any, field: str, *, want_dir: bool) -> str:
     try:
         exists = path.exists()
         is_dir = path.is_dir()
+        is_file = path.is_file()
     except (OSError, ValueError):
         raise ValidationError.field(field, f"cannot be accessed: {path}") from None
     if not exists:
@@ -320,6 +321,9 @@ def _require_path(value: Any, field: str, *, want_dir: bool) -> str:
         raise ValidationError.field(field, f"is not a directory: {path}")
     if not want_dir and is_dir:
         raise ValidationError.field(field, f"is a directory (add it as a directory item): {path}")
+    if not want_dir and not is_file:
+        # a FIFO would block the reader thread forever; a device never ends
+        raise ValidationError.field(field, f"is not a regular file (a pipe, socket or device): {path}")
     return str(path)
 
 

@@ -4,6 +4,7 @@ ValidationError naming the field."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -391,3 +392,18 @@ def test_non_utf8_file_name_is_accepted(tmp_path):
         fh.write(b"x")
     path = os.fsdecode(raw_name)
     assert validate_item_input(ItemInput("file", {"path": path})).data.source == path
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_pipes_and_devices_are_not_files(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    devices = [] if Path("/dev/null").is_file() else ["/dev/null"]  # some sandboxes bind a plain file there
+    for path in (str(fifo), *devices):
+        with pytest.raises(ValidationError, match="not a regular file") as exc:
+            validate_item_input(ItemInput("file", {"path": path}))
+        assert field_of(exc) == "items[0].data.path"
+    link = tmp_path / "link.md"
+    (tmp_path / "real.md").write_text("x")
+    link.symlink_to(tmp_path / "real.md")
+    assert validate_item_input(ItemInput("file", {"path": str(link)})).data.path == str(link)
