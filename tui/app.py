@@ -384,6 +384,9 @@ class KtuiApp(App[int]):
                 return True if usable and item is not None else None
             case "chunks" | "similar":
                 return True if usable and item is not None and item.type.is_leaf else None
+            case "toggle_watch":
+                return True if usable and item is not None and item.is_root and item.type.value == "directory" \
+                    else None
             case "focus_search" | "cycle_mode":
                 return True if base is not None else None
         return True
@@ -482,6 +485,19 @@ class KtuiApp(App[int]):
             return
         self.call_service("Reindex", self.ks.reindex_items(base.id, [item.id]), item_id=item.id,
                           then=lambda _: self.notify(f"Reindexing “{item.display_name}”", timeout=2))
+
+    def action_toggle_watch(self) -> None:
+        base, item = self.current_base, self.tree.current_item
+        if base is None or item is None:
+            return
+        node = self.tree.nodes_by_id.get(item.id)
+        watch = not (node.data.watch if node is not None and node.data is not None else False)
+
+        def done(updated) -> None:
+            self.tree.set_watch(item.id, bool(getattr(updated.data, "watch", watch)))
+            self.notify(f"{'Watching' if watch else 'Stopped watching'} “{item.display_name}”", timeout=3)
+
+        self.call_service("Watch", self.ks.set_watch(base.id, item.id, watch), item_id=item.id, then=done)
 
     def action_chunks(self) -> None:
         item = self.tree.current_item

@@ -44,6 +44,8 @@ APP_ACTIONS: tuple[Action, ...] = (
     Action("item.reindex", "r", "reindex_item", "Reindex", "Read and embed the item again"),
     Action("item.chunks", "c", "chunks", "Chunks", "Browse (and delete) the item's chunks"),
     Action("item.similar", "s", "similar", "Similar", "Items similar to the one under the cursor"),
+    Action("item.watch", "w", "toggle_watch", "Watch", "Follow (or stop following) a top-level folder's changes",
+           show=False),
     Action("search.mode", "ctrl+o", "cycle_mode", "Mode", "Cycle the search mode (default, bm25, hybrid)",
            show=False),
 )

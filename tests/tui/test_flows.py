@@ -137,6 +137,12 @@ async def test_add_a_folder_with_watch_and_expand_its_children(settings, docs):
         assert {"alpha.md", "beta.md", "guide"} <= names
         total = (await app.ks.list_items(base.id, group_id=ANY_GROUP, limit=100)).total
         assert total == 5  # docs, alpha, beta, guide, gamma
+        # stop watching the folder from the keyboard
+        app.tree.move_cursor(app.tree.nodes_by_id[root_id])
+        await pilot.pause()
+        await pilot.press("w")
+        await until(lambda: "👁" not in labels(app)[root_id], pilot, what="watch off")
+        assert (await app.ks.get_item(root_id)).data.watch is False
 
 
 async def test_add_a_note_url_and_sitemap(settings):
@@ -247,17 +253,19 @@ async def test_delete_and_reindex_an_item(settings, docs):
         target = app.tree.nodes_by_id[items[0].id]
         app.tree.move_cursor(target)
         await pilot.pause()
-        # reindex: the item goes through processing again and ends completed
-        seen: list[ItemStatus] = []
-        original = app.tree.apply_changes
-
-        def spy(changes):
-            seen.extend(ev.status for i, ev in changes.items() if i == items[0].id)
-            original(changes)
-
-        app.tree.apply_changes = spy  # type: ignore[method-assign]
+        # reindex: the item is read and embedded again (new chunk rows) and ends completed
+        before = {c.id for c in await app.ks.list_item_chunks(base.id, items[0].id)}
         await pilot.press("r")
-        await until(lambda: ItemStatus.COMPLETED in seen and ItemStatus.PROCESSING in seen, pilot, what="reindex")
+
+        async def rechunked() -> bool:
+            now = {c.id for c in await app.ks.list_item_chunks(base.id, items[0].id)}
+            return bool(now) and not (now & before)
+
+        for _ in range(300):
+            if await rechunked() and target.data.status == ItemStatus.COMPLETED:
+                break
+            await pilot.pause(0.02)
+        assert await rechunked() and target.data.status == ItemStatus.COMPLETED
         # delete, after confirming
         await pilot.press("d")
         assert isinstance(app.screen, ConfirmScreen)
@@ -360,6 +368,8 @@ async def test_similar_items_dialog(settings, docs):
         assert isinstance(app.screen, SimilarScreen)
         listing = app.screen.query_one("#similar-list")
         await until(lambda: listing.option_count == len(items) - 1, pilot, what="similar items")
+        status = str(app.screen.query_one("#similar-status").render())
+        assert "DEGRADED" not in status and "2 similar" in status
 
 
 async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):

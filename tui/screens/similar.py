@@ -1,15 +1,12 @@
 """Items similar to the one under the cursor (the Knowledge Engine's domain wrapper).
 
-Candidates are the base's leaf items; each is represented by its first chunks
-(`core.similar.format_item_for_embedding`), embedded with the base's own model
-through the facade's embedder, ranked by `core.similar.rank_similar_items`.
-Without an embedder the engine falls back to keyword matching, and the dialog
-says so.
+The facade's `similar_items` ranks the base's items with `core.similar`
+(each item represented by its chunks, embedded with the base's own model);
+without a usable embedder the engine falls back to keyword matching, and the
+dialog says so (DEGRADED plus the reason).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,38 +14,13 @@ from textual.containers import Vertical
 from textual.widgets import Label, Static
 from textual.widgets.option_list import Option
 
-from core.engine import RankResult, service_embedder
-from core.models import ANY_GROUP, KnowledgeBase, KnowledgeItem
-from core.similar import rank_similar_items
+from core.engine import RankResult
+from core.models import KnowledgeBase, KnowledgeItem
 from tui.screens.common import Dialog, Loaded
 from tui.widgets.item_tree import TYPE_ICONS
 from tui.widgets.search_pane import ResultList
 
-MAX_CANDIDATES = 500
-CHUNKS_PER_ITEM = 3
-
-
-async def find_similar(ks: Any, base: KnowledgeBase, target: KnowledgeItem, top_k: int = 10) -> RankResult:
-    """Gather candidates and texts through the facade, then rank with the engine."""
-    candidates: list[KnowledgeItem] = []
-    page = 1
-    while len(candidates) < MAX_CANDIDATES:
-        result = await ks.list_items(base.id, group_id=ANY_GROUP, page=page, limit=100)
-        candidates.extend(i for i in result.items if i.type.is_leaf)
-        if page >= result.pages:
-            break
-        page += 1
-    texts: dict[str, list[str]] = {}
-    for item in [target, *candidates]:
-        if item.id in texts:
-            continue
-        chunks = await ks.list_item_chunks(base.id, item.id)
-        texts[item.id] = [c.text for c in sorted(chunks, key=lambda c: c.chunk_index)[:CHUNKS_PER_ITEM]]
-    embedder = None
-    embeddings = getattr(ks, "embeddings", None)  # the facade's EmbeddingService, when exposed
-    if embeddings is not None and base.embedding_model_id:
-        embedder = service_embedder(embeddings, base.embedding_model_id, dimensions=base.dimensions)
-    return await rank_similar_items(target, candidates, texts, embedder, top_k=top_k)
+TOP_K = 10
 
 
 class SimilarScreen(Dialog):
@@ -68,7 +40,7 @@ class SimilarScreen(Dialog):
     def on_mount(self) -> None:
         self.show_error(None)
         self.query_one("#similar-list").focus()
-        self.run_call("similar", find_similar(self.ks, self.base, self.item))
+        self.run_call("similar", self.ks.similar_items(self.base.id, self.item.id, TOP_K))
 
     def on_loaded(self, message: Loaded) -> None:
         message.stop()

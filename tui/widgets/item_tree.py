@@ -286,6 +286,12 @@ class ItemTree(Tree[ItemNode]):
             node.data.notice = error
             node.set_label(node_label(node.data))
 
+    def set_watch(self, item_id: str, watch: bool) -> None:
+        node = self.nodes_by_id.get(item_id)
+        if node is not None and node.data is not None:
+            node.data.watch = watch
+            node.set_label(node_label(node.data))
+
     @property
     def current_item(self) -> KnowledgeItem | None:
         node = self.cursor_node
