@@ -266,7 +266,8 @@ shapes = st.recursive(
 ).filter(lambda s: isinstance(s, list))
 
 operations = st.lists(
-    st.tuples(st.sampled_from(["leaf", "container", "delete"]), st.integers(0, 10_000), st.integers(0, 10_000)),
+    st.tuples(st.sampled_from(["leaf", "many", "container", "delete", "delete_many"]), st.integers(0, 10_000),
+              st.integers(0, 10_000)),
     min_size=1,
     max_size=12,
 )
@@ -337,6 +338,11 @@ def test_every_container_always_matches_the_rule(runner, sync_db, shape, ops):
                 status, phase, error = LEAF_STATES[choice % len(LEAF_STATES)]
                 returned = await items.set_status(target.id, status, phase, error)
                 await check(before, returned, {target.id})
+            elif kind == "many" and leaves:
+                targets = {leaves[(pick * k) % len(leaves)].id for k in (1, 3, 7)}
+                status, phase, error = LEAF_STATES[choice % len(LEAF_STATES)]
+                returned = await items.set_status_many(sorted(targets), status, phase, error)
+                await check(before, returned, targets)
             elif kind == "container" and containers:
                 target = containers[pick % len(containers)]
                 phase = ItemPhase.PREPARING if choice % 2 else None
@@ -345,6 +351,10 @@ def test_every_container_always_matches_the_rule(runner, sync_db, shape, ops):
             elif kind == "delete" and len(current) > 1:
                 target = current[1 + pick % (len(current) - 1)]  # keep the root
                 returned = await items.delete([target.id])
+                await check(before, returned, set())
+            elif kind == "delete_many" and len(current) > 1:
+                doomed = {current[1 + (pick * k) % (len(current) - 1)].id for k in (1, 2, 5)}
+                returned = await items.delete(sorted(doomed))
                 await check(before, returned, set())
 
     runner.run(scenario())
