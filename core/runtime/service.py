@@ -24,7 +24,7 @@ from core.config import Settings
 from core.data.base_service import KnowledgeBaseService
 from core.data.item_service import ChildSpec, KnowledgeItemService
 from core.embeddings import EmbeddingService
-from core.errors import IngestError, KnowledgeError, StoreError, TaskInterrupted
+from core.errors import IngestError, KnowledgeError, NotFoundError, StoreError, TaskInterrupted
 from core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
 from core.models import (
     CONTAINER_TYPES,
@@ -144,30 +144,48 @@ class KnowledgeRuntimeService:
         usable = {b.id: b for b in await self.bases.list_all() if b.is_usable}
         requeued: list[str] = []
         waiting_containers: list[KnowledgeItem] = []
+        # Roots first: re-preparing a folder drops its whole subtree, so stuck items below
+        # it may be gone by the time the loop reaches them (skipped, not an error).
+        stuck.sort(key=lambda i: i.group_id is not None)
         for item in stuck:
             if item.base_id not in usable:
                 continue
-            if item.type in CONTAINER_TYPES:
-                # No children means it never got through preparing: accepted (or force-
-                # reindexed) and still queued when the process died. Reconciling it would
-                # mark it completed with nothing in it, so prepare it again instead.
-                unprepared = not await self.items.children(item.id)
-                if item.phase == ItemPhase.PREPARING or unprepared:
-                    # `preparing`, not a bare `processing`: that would be reconciled from the
-                    # (now absent) children to `completed`, and a second crash would keep it
-                    await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
-                    await self.items.delete_children(item.id)
-                    self.queue.enqueue(TaskKind.PREPARE_ROOT, item.base_id, item.id)
-                    requeued.append(item.id)
+            try:
+                if item.type in CONTAINER_TYPES:
+                    # A top-level folder with no children never got through preparing: accepted
+                    # (or force-reindexed) and still queued when the process died. Reconciling
+                    # it would mark it completed with nothing in it, so prepare it again.
+                    unprepared = item.group_id is None and not await self.items.children(item.id)
+                    if item.phase == ItemPhase.PREPARING or unprepared:
+                        # `preparing`, not a bare `processing`: that would be reconciled from the
+                        # (now absent) children to `completed`, and a second crash would keep it
+                        await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+                        # vectors before rows: leaves indexed before the crash must not
+                        # leave chunks behind that belong to no item
+                        leaves = [i.id for i in await self.items.leaves_under([item.id]) if i.id != item.id]
+                        try:
+                            await self.delete_vectors(usable[item.base_id], leaves)
+                        except StoreError as exc:  # keep the rows; say why it stopped
+                            await self._set(item, ItemStatus.FAILED,
+                                            error=f"Could not resume after a crash: {describe_error(exc)}")
+                            continue
+                        await self.items.delete_children(item.id)
+                        self.queue.enqueue(TaskKind.PREPARE_ROOT, item.base_id, item.id)
+                        requeued.append(item.id)
+                    else:
+                        waiting_containers.append(item)
                 else:
-                    waiting_containers.append(item)
-            else:
-                if item.status != ItemStatus.PROCESSING or item.phase is not None:
-                    await self._set(item, ItemStatus.PROCESSING)
-                self.queue.enqueue(TaskKind.INDEX_LEAF, item.base_id, item.id)
-                requeued.append(item.id)
+                    if item.status != ItemStatus.PROCESSING or item.phase is not None:
+                        await self._set(item, ItemStatus.PROCESSING)
+                    self.queue.enqueue(TaskKind.INDEX_LEAF, item.base_id, item.id)
+                    requeued.append(item.id)
+            except NotFoundError:
+                continue  # removed with a folder that is being prepared again
         for container in waiting_containers:
-            self.bus.publish_all([self._changed(i) for i in await self.items.reconcile(container.id)])
+            try:
+                self.bus.publish_all([self._changed(i) for i in await self.items.reconcile(container.id)])
+            except NotFoundError:
+                continue
         return requeued
 
     async def close(self) -> None:
