@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from core.models import ItemStatus
+from core.models import ItemInput, ItemStatus
 from tests.faults.support.corpus import marker, write_corpus
 from tests.faults.support.crash_child import BASE_NAME, all_items
 from tests.support.embedding_server import start_embedding_server
@@ -218,3 +218,36 @@ async def test_sigkill_while_indexing_loses_nothing(tmp_path: Path) -> None:
           f"{len(reports)} post-recovery checks + final check, {FILES} files, lost: 0")
     assert total >= KILLS
     assert all(kills[m] > 0 for m in MODES), kills
+
+
+async def test_recovery_of_a_folder_caught_mid_prepare_with_nested_folders(tmp_path: Path) -> None:
+    """The state a SIGKILL during a folder's prepare leaves (found by the kill loop above,
+    KTUI_FAULT_KILLS=100): the root `preparing`, a nested folder row already created and
+    `processing`. Recovery re-prepares the root, which drops the nested row; reaching
+    that row afterwards must not make KnowledgeService.open() fail."""
+    import sqlite3
+
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, tree=30, flat=0)
+    server = start_embedding_server(32)
+    try:
+        async with open_service(tmp_path / "data", server.url) as ks:
+            base = await ks.create_base("Nested", dimensions=32)
+            await ks.add_items(base.id, [ItemInput("directory", {"path": str(corpus / "tree")})])
+            assert await ks.wait_idle(timeout=30)
+        con = sqlite3.connect(tmp_path / "data" / "knowledge.db")
+        with con:
+            con.execute("UPDATE knowledge_item SET status='processing', phase='preparing' WHERE group_id IS NULL")
+            con.execute("UPDATE knowledge_item SET status='processing', phase=NULL "
+                        "WHERE type='directory' AND group_id IS NOT NULL")
+            con.execute("UPDATE knowledge_item SET status='processing', phase='embedding' "
+                        "WHERE type='file' AND rowid % 2 = 0")
+        con.close()
+        async with open_service(tmp_path / "data", server.url) as ks:
+            assert await ks.wait_idle(timeout=30)
+            assert await ks.check_invariants() == []
+            items = await all_items(ks, base.id)
+            assert {i.status for i in items} == {ItemStatus.COMPLETED}
+            assert len([i for i in items if i.type.value == "file"]) == 30
+    finally:
+        server.stop()
