@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
-from pathlib import Path
 
 import pytest
 

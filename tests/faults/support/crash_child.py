@@ -22,7 +22,7 @@ import random
 import sys
 from pathlib import Path
 
-from core.models import ANY_GROUP, ItemChanged, ItemInput, ItemPhase, ItemStatus
+from core.models import ANY_GROUP, ItemChanged, ItemInput, ItemPhase
 from core.service import KnowledgeService
 from tests.support.services import fake_settings
 

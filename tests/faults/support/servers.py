@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import time
 
-from tests.support.embedding_server import EmbeddingServerCore, EmbeddingServerHandle, _ThreadServer
+from tests.support.embedding_server import (
+    EmbeddingServerCore,
+    EmbeddingServerHandle,
+    _ThreadServer,
+)
 
 
 def start_on_port(port: int, dims: int, timeout: float = 5.0) -> EmbeddingServerHandle:
