@@ -111,6 +111,9 @@ class KtuiCommands(Provider):
                           partial(self.app.run_action, action.action), help=help_text)
 
 
+_PANE_ACTIONS = {a.action for a in APP_ACTIONS} - {"help", "quit", "change_theme"}
+
+
 class KtuiApp(App[int]):
     TITLE = "ktui"
     CSS_PATH = "ktui.tcss"
@@ -287,13 +290,13 @@ class KtuiApp(App[int]):
             counts = await self.ks.item_counts()
         except KnowledgeError as exc:
             self.post_message(ServiceFailed("Loading bases failed", str(exc)))
-            self.post_message(BasesLoaded([], [], {}))  # clears the in-flight flag
+            self.post_message(BasesLoaded([], [], {}, ok=False))  # clears the in-flight flag
             return
         self.post_message(BasesLoaded(bases, groups, counts))
 
     def on_bases_loaded(self, message: BasesLoaded) -> None:
         self._bases_loading = False
-        if message.bases or not message.groups:
+        if message.ok:
             pane = self.bases_pane
             self.groups = {g.id: g.name for g in message.groups}
             pane.show_bases(message.bases, message.groups, message.counts)
@@ -321,7 +324,10 @@ class KtuiApp(App[int]):
             if base is not None:
                 self.search_pane.set_defaults(base.search_mode.value, base.top_k)
         title = self.query_one("#items-title", Label)
-        title.update(f"Items — {base.emoji} {base.name}" if base else "Items")
+        if base is not None:
+            title.update(f"Items — {base.emoji} {base.name}")
+        else:
+            title.update("Items — no base yet: press n to create one" if not self.bases_pane.bases else "Items")
         self.refresh_bindings()
 
     def _select_base(self, base: KnowledgeBase | None) -> None:
@@ -370,6 +376,8 @@ class KtuiApp(App[int]):
     # --- actions ----------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if len(self.screen_stack) > 1 and action in _PANE_ACTIONS:
+            return False  # a dialog is open: its own keys only (the app's would stack dialogs)
         if not self.ready and action not in ("help", "quit", "change_theme", "command_palette"):
             return None if action in {a.action for a in APP_ACTIONS} else True
         base = self.bases_pane.current_base if self.ready else None

@@ -28,6 +28,7 @@ class BasesLoaded(Message):
     bases: list[KnowledgeBase]
     groups: list[KnowledgeGroup]
     counts: dict[str, int]
+    ok: bool = True  # False: loading failed (already reported); keep what is shown
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import DirectoryTree, Input, Switch, TabbedContent, TextArea
 
 from core.models import ANY_GROUP, BaseStatus, ItemInput, ItemStatus
@@ -145,6 +146,7 @@ async def test_add_a_folder_with_watch_and_expand_its_children(settings, docs):
         assert (await app.ks.get_item(root_id)).data.watch is False
 
 
+@pytest.mark.slow
 async def test_add_a_note_url_and_sitemap(settings):
     page = "<html><head><title>Pears</title></head><body><article><h1>Pears</h1>" + \
         "<p>Pears are sweet fruits harvested in late summer and kept in cool cellars.</p>" * 5 + \
@@ -385,6 +387,8 @@ async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):
         assert not isinstance(app.screen, BaseFormScreen)
         await pilot.press("ctrl+n")
         assert isinstance(app.screen, BaseFormScreen)
+        await pilot.press("a", "n")  # the app's keys do not stack dialogs on a dialog
+        assert len(app.screen_stack) == 2
         await pilot.press("escape")
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
