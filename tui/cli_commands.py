@@ -343,11 +343,16 @@ def _inputs(args: argparse.Namespace) -> list[ItemInput]:
         if args.sitemap:
             raise UsageError(f"--sitemap expects http(s) URLs, got {source}")
         path = Path(source).expanduser()
-        if path.is_dir():
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte...
+            raise ValidationError.field("path", f"cannot be used ({getattr(exc, 'strerror', None) or exc}): "
+                                                f"{source[:80]}") from None
+        if is_dir:
             inputs.append(ItemInput("directory", {"path": str(path), "watch": bool(args.watch)}))
         elif args.dir:
             raise ValidationError.field("path", f"is not a directory: {source}")
-        elif path.exists():
+        elif exists:
             inputs.append(ItemInput("file", {"path": str(path)}))
         else:
             raise ValidationError.field("path", f"does not exist: {source} (neither a file, a directory nor an http(s) URL)")

@@ -131,9 +131,6 @@ def test_cli_fuzz_never_tracebacks(tmp_path: Path) -> None:
     assert codes.get(1) and codes.get(2), codes  # both kinds of refusal were exercised
 
 
-@pytest.mark.xfail(reason="tui/cli_commands.py _inputs() calls Path.is_dir() on the argument, which raises "
-                          "OSError(ENAMETOOLONG) for a name over 255 bytes -> 'internal error' (reported, not ours "
-                          "to fix)", strict=False)
 def test_cli_add_with_an_overlong_name_is_a_clear_error(tmp_path: Path) -> None:
     """Found by the CLI fuzz (KTUI_FAULT_SEED=1): `ktui add BASE <300 x>`."""
     config = tmp_path / "ktui.toml"
