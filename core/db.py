@@ -190,6 +190,9 @@ class Database:
             db._refuse_newer(await db._read_version())
             await db._configure()
             await db._migrate()
+        except aiosqlite.Error as exc:  # locked past the busy timeout, disk full, I/O error...
+            await conn.close()
+            raise StoreError(f"Cannot prepare database {path}: {exc}") from exc
         except BaseException:
             await conn.close()
             raise
@@ -218,10 +221,20 @@ class Database:
             "PRAGMA foreign_keys = ON",
             "PRAGMA synchronous = NORMAL",
         ):
-            try:
-                await self._conn.execute(pragma)
-            except aiosqlite.DatabaseError as exc:
-                raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+            deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+            while True:
+                try:
+                    await self._conn.execute(pragma)
+                    break
+                except aiosqlite.OperationalError as exc:
+                    # Switching to WAL needs an exclusive lock and SQLite answers "locked"
+                    # at once (no busy handler) while another connection opens the same
+                    # fresh file: retry within the busy timeout.
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+                    await asyncio.sleep(0.01)
+                except aiosqlite.DatabaseError as exc:
+                    raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
 
     async def _migrate(self) -> None:
         while True:
