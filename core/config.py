@@ -189,6 +189,8 @@ def load_settings(
         if env.get("KTUI_HOME")
         else settings.data_dir
     )
+    if not data_dir and not env.get("KTUI_HOME") and raw.get("data_dir") and not resolved_dir.is_absolute():
+        resolved_dir = path.parent / resolved_dir  # relative to the settings file, not to wherever ktui runs
     return replace(settings, data_dir=resolved_dir, config_file=path if path.exists() else None)
 
 

@@ -282,3 +282,14 @@ def test_the_env_argument_is_authoritative_for_ktui_config(tmp_path, monkeypatch
 def test_a_builtin_provider_entry_may_only_restate_the_builtin(tmp_path):
     s = load_settings(write(tmp_path, "[providers.builtin]\nkind = 'builtin'\n"), env={})
     assert s.provider("builtin").kind == "builtin"
+
+
+def test_a_relative_data_dir_is_relative_to_the_settings_file(tmp_path, monkeypatch):
+    from core.config import load_settings
+
+    conf = tmp_path / "conf" / "ktui.toml"
+    conf.parent.mkdir()
+    conf.write_text('data_dir = "store"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(conf, env={})
+    assert settings.data_dir == tmp_path / "conf" / "store"
