@@ -86,6 +86,9 @@ FAULTS = {
     "http-500": (lambda s: s.faults.fail(500, times=10_000), {}, ("HTTP 500",)),
     "http-429": (lambda s: s.faults.fail(429, times=10_000), {}, ("HTTP 429",)),
     "wrong-width": (lambda s: s.faults.wrong_width(times=10_000), {}, ("wrong width",)),
+    "dropped-connection": (lambda s: s.faults.drop_connection(times=10_000), {}, ("connection dropped",)),
+    "empty-vectors": (lambda s: s.faults.empty_vectors(times=10_000), {}, ("empty vector",)),
+    "wrong-count": (lambda s: s.faults.wrong_shape(times=10_000), {}, ("wrong shape",)),
 }
 
 

@@ -2,7 +2,7 @@
 
 A hypothesis RuleBasedStateMachine drives create_base / add_items (notes, files,
 small nested folders) / delete_items / reindex_items (incremental and forced) /
-search / delete_base / file edits on disk against one KnowledgeService, without
+search / delete_base / file edits on disk / close-and-reopen against one data directory, without
 waiting for indexing between calls, so calls land on work that is queued, running
 or half-written. The service lives on one event loop in a background thread
 (tests/faults/support/loop_thread.py); every call is bounded by a timeout, so a
@@ -56,7 +56,7 @@ CALL_TIMEOUT = 30.0
 WORDS = ["kite", "wind", "string", "harbour", "storm", "reel", "glide", "spar", "sail", "tail"]
 RACY = "which is not a leaf item of the base"  # the catalogue-vs-store check, racy while busy
 
-COUNTS = {"sequences": 0, "steps": 0, "settles": 0, "not_found_races": 0, "searches": 0}
+COUNTS = {"sequences": 0, "steps": 0, "settles": 0, "not_found_races": 0, "searches": 0, "restarts": 0}
 _serial = itertools.count()
 # A storm failure depends on timing, so hypothesis' replay may not reproduce it (it then
 # reports "Flaky"); the first real error is kept here and printed with the failure.
@@ -79,6 +79,7 @@ class StormMachine(RuleBasedStateMachine):
         self.folders: list[Path] = []
         self.last_note: dict[str, tuple[str, str]] = {}  # base id -> (item id, marker)
         self.since_settle = 0
+        self.since_restart = 0
 
     # --- plumbing ------------------------------------------------------------
 
@@ -216,6 +217,20 @@ class StormMachine(RuleBasedStateMachine):
         self.last_note.pop(base_id, None)
         assert not list((self.tmp / "data" / "bases").glob(f"{base_id}.*")), "store files left behind"
 
+    @precondition(lambda self: self.roots and self.since_restart >= 8)
+    @rule()
+    def restart(self) -> None:
+        """Close mid-work (running items end "interrupted by shutdown") and open again:
+        recovery must re-queue them, so the next settle still finds everything completed."""
+        COUNTS["steps"] += 1
+        COUNTS["restarts"] += 1
+        self.call(self.ks.close(), "close")
+        self.ks = self.call(
+            KnowledgeService.open(settings=fake_settings(self.tmp / "data", self.server_url, concurrency=3)),
+            "reopen",
+        )
+        self.since_restart = 0
+
     @precondition(lambda self: self.since_settle >= 6)
     @rule()
     def settle(self) -> None:
@@ -257,6 +272,7 @@ class StormMachine(RuleBasedStateMachine):
             raise
 
     def _invariants_hold(self) -> None:
+        self.since_restart += 1
         problems = self.call(self.ks.check_invariants(), "check_invariants")
         assert [p for p in problems if RACY not in p] == [], problems
         if problems:  # only the cross-read check, while work runs: it must clear once idle
@@ -282,5 +298,6 @@ def test_operation_storms_keep_invariants_and_never_hang() -> None:
         server.stop()
     print(f"\nstorms: {COUNTS['sequences']} sequences, {COUNTS['steps']} steps "
           f"({COUNTS['searches']} searches, {COUNTS['settles']} settles, "
+          f"{COUNTS['restarts']} restarts mid-work, "
           f"{COUNTS['not_found_races']} delete/reindex raced a folder refresh)")
     assert COUNTS["sequences"] >= min(SEQUENCES, 2)
