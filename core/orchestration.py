@@ -227,6 +227,13 @@ class KnowledgeOrchestrationService:
         base = await self.bases.get(base_id)
         roots = await self.items.collapse_to_roots(base.id, item_ids)
         descendants = await self.runtime.interrupt_tree(roots, InterruptReason.DELETE)
+        # Vectors go before rows; a crash in between must not leave the items `completed`
+        # with no chunks. Marked unfinished first (not published: the rows go next),
+        # recovery indexes them again, as if the delete had never started.
+        await self.items.set_status_many(
+            [r.id for r in roots if r.type in CONTAINER_TYPES], ItemStatus.PROCESSING, ItemPhase.PREPARING
+        )
+        await self.items.set_status_many([r.id for r in roots if r.type not in CONTAINER_TYPES], ItemStatus.PROCESSING)
         leaves = [i.id for i in [*roots, *descendants] if i.type not in CONTAINER_TYPES]
         try:
             await self.runtime.delete_vectors(base, leaves)
