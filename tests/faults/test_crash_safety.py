@@ -9,7 +9,9 @@ keeps force-reindexing random shares of them. The parent kills it with SIGKILL:
 * ``vectors`` right after the child reports that an item finished embedding (its
   vector write is next, with 5 items in flight there is nearly always a write going);
 * ``growth``  the moment a store file (SQLite WAL or the float32 matrix) changes on
-  disk, i.e. inside a write transaction or matrix update.
+  disk, i.e. inside a write transaction or matrix update;
+* ``delete``  when the child starts deleting file items (to add them again), at the
+  first store-file change: between the vector delete and the row delete.
 
 Every next child opens the same data directory (recovery re-queues what was
 `processing`), waits until idle and reports the item counts and
@@ -48,16 +50,17 @@ ROOT = Path(__file__).resolve().parents[2]
 KILLS = int(os.environ.get("KTUI_FAULT_KILLS", "20"))
 FILES = 500
 CHILD_TIMEOUT_S = 90.0
-MODES = ("random", "vectors", "growth")
+MODES = ("random", "vectors", "growth", "delete")
 
 
 class Child:
     """One crash_child process and a thread that collects its stdout lines."""
 
-    def __init__(self, data_dir: Path, url: str, corpus: Path, seed: int):
+    def __init__(self, data_dir: Path, url: str, corpus: Path, seed: int, delete: bool = False):
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.support.crash_child", str(data_dir), url, str(corpus), str(seed)],
+            [sys.executable, "-m", "tests.faults.support.crash_child", str(data_dir), url, str(corpus), str(seed),
+             *(["delete"] if delete else [])],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
@@ -110,8 +113,8 @@ def check_report(report: dict) -> None:
     assert report["leaves"] == FILES, report
 
 
-def run_round(child: Child, mode: str, rng: random.Random, bases_dir: Path, reports: list[dict]) -> bool:
-    """Drive one child until it is killed (True) or finishes by itself (False)."""
+def run_round(child: Child, mode: str, rng: random.Random, bases_dir: Path, reports: list[dict]) -> str | None:
+    """Drive one child until it is killed (returns the mode that killed it) or ends by itself (None)."""
     deadline = child.started + CHILD_TIMEOUT_S
     kill_at = child.started + rng.uniform(0.3, 2.5) if mode == "random" else None
     vectors_wanted = rng.randint(1, 60)
@@ -120,14 +123,15 @@ def run_round(child: Child, mode: str, rng: random.Random, bases_dir: Path, repo
     seen_vectors = 0
     baseline: dict[str, tuple[int, int]] | None = None
     changes = 0
+    deleting = False
     while True:
-        if mode == "growth" and busy:
+        if (mode == "growth" and busy) or (mode == "delete" and deleting):
             state = store_files_state(bases_dir)
             if baseline is not None and state != baseline:
                 changes += 1
-                if changes >= growth_wanted:
+                if changes >= (1 if deleting else growth_wanted):
                     child.kill()
-                    return True
+                    return mode
             baseline = state
             try:
                 line = child.lines.get_nowait()
@@ -141,22 +145,25 @@ def run_round(child: Child, mode: str, rng: random.Random, bases_dir: Path, repo
                 line = child.lines.get(timeout=max(0.0, kill_at - time.monotonic()))
             except queue.Empty:
                 child.kill()
-                return True
+                return mode
         else:
             line = child.next_line(deadline)
         if line is None:
-            return False
+            return None
         if line.startswith("CHECK "):
             report = json.loads(line[6:])
             check_report(report)
             reports.append(report)
         elif line.startswith("BUSY"):
             busy = True
+        elif line == "DELETING":
+            deleting = mode == "delete"
+            baseline = store_files_state(bases_dir)
         elif line == "V":
             seen_vectors += 1
             if mode == "vectors" and busy and seen_vectors >= vectors_wanted:
                 child.kill()
-                return True
+                return mode
         elif line == "DONE":
             continue
 
@@ -175,7 +182,7 @@ async def test_sigkill_while_indexing_loses_nothing(tmp_path: Path) -> None:
         while sum(kills.values()) < KILLS:
             assert rounds < KILLS * 3, f"too few kills landed: {kills} in {rounds} rounds"
             mode = MODES[rounds % len(MODES)]
-            child = Child(data_dir, server.url, corpus, seed=rounds)
+            child = Child(data_dir, server.url, corpus, seed=rounds, delete=mode == "delete")
             rounds += 1
             try:
                 killed = run_round(child, mode, rng, bases_dir, reports)
@@ -185,7 +192,7 @@ async def test_sigkill_while_indexing_loses_nothing(tmp_path: Path) -> None:
             rc = child.reap()
             if killed:
                 assert rc == -signal.SIGKILL, (rc, child.stderr[-2000:])
-                kills[mode] += 1
+                kills[killed] += 1
             else:
                 assert rc == 0, child.stderr[-3000:]
                 assert "Traceback" not in child.stderr, child.stderr[-3000:]

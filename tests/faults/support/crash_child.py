@@ -1,10 +1,11 @@
 """The process the crash-safety test SIGKILLs: open, recover, verify, start new work.
 
-Run as ``python -m tests.faults.support.crash_child DATA_DIR SERVER_URL CORPUS``.
+Run as ``python -m tests.faults.support.crash_child DATA_DIR SERVER_URL CORPUS SEED [delete]``.
 It talks to the parent in single lines on stdout (flushed at once):
 
     OPEN                 the service is open (recovery has re-queued interrupted work)
     CHECK {json}         after wait_idle: counts of items by status + check_invariants()
+    DELETING             a delete of 15 file items starts now (they are added again after)
     BUSY <kind>          new work was queued (first add, or a forced reindex)
     V                    an item finished embedding and is about to write its vectors
     DONE                 the new work finished; the process exits 0 right after
@@ -64,7 +65,7 @@ async def watch_writes(ks: KnowledgeService) -> None:
             say("V")
 
 
-async def main(data_dir: Path, url: str, corpus: Path, seed: int) -> None:
+async def main(data_dir: Path, url: str, corpus: Path, seed: int, delete_first: bool = False) -> None:
     rng = random.Random(seed)
     ks = await KnowledgeService.open(settings=fake_settings(data_dir, url, timeout=30.0))
     try:
@@ -88,6 +89,15 @@ async def main(data_dir: Path, url: str, corpus: Path, seed: int) -> None:
         else:
             await ks.wait_idle(base.id)
             say("CHECK " + json.dumps(await summary(ks, base.id)))
+            if delete_first:
+                # delete a few file items and add them again: the delete path under kills
+                # (DELETING comes right before the first store write of the delete)
+                files = [r for r in roots if r.type.value == "file"]
+                again = rng.sample(files, min(len(files), 15))
+                say("DELETING")
+                await ks.delete_items(base.id, [r.id for r in again])
+                await ks.add_items(base.id, [ItemInput("file", {"path": r.source}) for r in again])
+                roots = await all_items(ks, base.id, None)
             # a forced reindex of a random share of the roots: every chosen leaf deletes
             # and rewrites its vectors (the folder is rebuilt with new child rows)
             chosen = [r.id for r in roots if rng.random() < 0.6] or [roots[0].id]
@@ -102,4 +112,4 @@ async def main(data_dir: Path, url: str, corpus: Path, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])))
+    asyncio.run(main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), sys.argv[5:] == ["delete"]))
