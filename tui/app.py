@@ -31,8 +31,9 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
-from textual.widgets import Footer, Input, Label, OptionList
+from textual.widgets import Footer, Input, Label, OptionList, Select
 
 from core.config import Settings
 from core.errors import KnowledgeError
@@ -172,6 +173,14 @@ class KtuiApp(App[int]):
         yield StatusLine(id="status")
         yield Footer()
 
+    def _alive(self) -> bool:
+        """False while the app shuts down (its widgets are already gone, late messages are dropped)."""
+        try:
+            self.query_one(ItemTree)
+        except NoMatches:
+            return False
+        return True
+
     @property
     def bases_pane(self) -> BasesPane:
         return self.query_one(BasesPane)
@@ -230,6 +239,8 @@ class KtuiApp(App[int]):
             await asyncio.sleep(self.refresh_interval)
 
     def on_service_events(self, message: ServiceEvents) -> None:
+        if not self._alive():
+            return
         tree = self.tree
         base_id = tree.base_id
         changes: dict[str, ItemChanged] = {}
@@ -295,6 +306,9 @@ class KtuiApp(App[int]):
         self.post_message(BasesLoaded(bases, groups, counts))
 
     def on_bases_loaded(self, message: BasesLoaded) -> None:
+        if not self._alive():
+            self._bases_loading = False
+            return
         self._bases_loading = False
         if message.ok:
             pane = self.bases_pane
@@ -315,6 +329,8 @@ class KtuiApp(App[int]):
         self._sync_selection()
 
     def _sync_selection(self) -> None:
+        if not self._alive():
+            return
         base = self.bases_pane.current_base
         tree = self.tree
         base_id = base.id if base else None
@@ -363,10 +379,14 @@ class KtuiApp(App[int]):
         self.run_worker(call(), group="calls", exit_on_error=False)
 
     def on_call_done(self, message: CallDone) -> None:
+        if not self._alive():
+            return
         if message.then is not None:
             message.then(message.value)
 
     def on_service_failed(self, message: ServiceFailed) -> None:
+        if not self._alive():
+            return
         self.notify(message.error, title=message.what, severity="error", timeout=8)
         if message.item_id is not None:
             self.tree.set_item_error(message.item_id, message.error)
@@ -378,6 +398,8 @@ class KtuiApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if len(self.screen_stack) > 1 and action in _PANE_ACTIONS:
             return False  # a dialog is open: its own keys only (the app's would stack dialogs)
+        if self.ready and not self._alive():
+            return None
         if not self.ready and action not in ("help", "quit", "change_theme", "command_palette"):
             return None if action in {a.action for a in APP_ACTIONS} else True
         base = self.bases_pane.current_base if self.ready else None
@@ -402,6 +424,8 @@ class KtuiApp(App[int]):
     _availability: tuple = ()
 
     def on_tree_node_highlighted(self, event) -> None:
+        if not self._alive():
+            return
         # Re-render the footer only when what the cursor allows actually changed: a
         # footer refresh per j/k press would cost more than the move itself.
         availability = tuple(self.check_action(a, ()) for a in ("delete_item", "chunks", "similar"))
@@ -523,6 +547,11 @@ class KtuiApp(App[int]):
     def _run_search(self, event: Input.Submitted) -> None:
         self.start_search()
 
+    @on(Select.Changed, "#mode")
+    def _mode_changed(self, event: Select.Changed) -> None:
+        if self.search_pane.results:
+            self.start_search()  # the same query again, in the new mode
+
     @on(Input.Submitted, "#topk")
     def _topk_submitted(self, event: Input.Submitted) -> None:
         self.start_search()
@@ -552,6 +581,8 @@ class KtuiApp(App[int]):
         self.run_worker(search(), group="search", exclusive=True, exit_on_error=False)
 
     def on_search_finished(self, message: SearchFinished) -> None:
+        if not self._alive():
+            return
         if message.serial != self._search_serial or message.base_id != self.tree.base_id:
             return  # a newer search (or another base) replaced this one
         if message.response is None:

@@ -443,3 +443,28 @@ def test_node_label_shows_progress_and_errors():
     assert node_label(node).plain == "📄 ◌ a.md  embedding  42%"
     node.status, node.phase, node.error = ItemStatus.FAILED, None, "Cannot read /x/a.md"
     assert node_label(node).plain == "📄 ✘ a.md  Cannot read a.md"
+
+
+async def test_demo_builds_the_demo_base_live_and_reuses_it(tmp_path):
+    from core.config import Settings
+    from tui.app import DEMO_BASE_NAME, demo_corpus_dir
+
+    settings = Settings(data_dir=tmp_path / "data", auto_ollama=False)  # the built-in model only
+    corpus = sorted(p.name for p in demo_corpus_dir().rglob("*") if p.is_file())
+    assert len(corpus) >= 10
+    app = KtuiApp(settings, demo=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.ready and app.tree.nodes_by_id, pilot, 30, what="demo base")
+        base = app.bases_pane.current_base
+        assert base.name == DEMO_BASE_NAME and base.embedding_model_id == "builtin::wordllama"
+        assert await app.ks.wait_idle(timeout=60)
+        leaves = [i for i in (await app.ks.list_items(base.id, group_id=ANY_GROUP, limit=100)).items
+                  if i.type.is_leaf]
+        assert sorted(i.display_name for i in leaves) == corpus
+        assert all(i.status == ItemStatus.COMPLETED for i in leaves)
+        resp = await app.ks.search(base.id, "customer returns a broken spar")
+        assert "returns.md" in resp.results[0].metadata["source"] or "repairs.md" in resp.results[0].metadata["source"]
+    again = KtuiApp(settings, demo=True)
+    async with again.run_test(size=SIZE) as pilot:
+        await until(lambda: again.ready and again.bases_pane.current_base is not None, pilot, 30, what="reuse")
+        assert [b.id for b in again.bases_pane.bases.values()] == [base.id]

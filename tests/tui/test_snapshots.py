@@ -9,6 +9,8 @@ review the pictures before committing them.
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,8 +38,15 @@ def _svgs_in_tests_snapshots(monkeypatch):
     monkeypatch.setattr(pytest_textual_snapshot, "SVGImageExtension", _SnapshotsDir)
 
 
+FIXED_ROOT = Path("/tmp/ktui-tui-snapshots")
+"""A fixed location: similar-items scores embed the item's source path, so a random
+tmp_path would change the figures in the picture from run to run."""
+
+
 @pytest.fixture
-def corpus(tmp_path: Path) -> Path:
+def corpus() -> Iterator[Path]:
+    shutil.rmtree(FIXED_ROOT, ignore_errors=True)
+    tmp_path = FIXED_ROOT
     root = tmp_path / "corpus"
     (root / "guides").mkdir(parents=True)
     (root / "apples.md").write_text("# Apples\n\nApples grow on trees in the orchard and are picked in autumn.\n")
@@ -46,7 +55,8 @@ def corpus(tmp_path: Path) -> Path:
         "# Storage\n\nStore apples and pears apart: apples release ethylene.\n\n"
         "## Cellar\n\nA cellar at four degrees keeps fruit for months.\n")
     (tmp_path / "blob.dat").write_bytes(bytes(range(256)) * 4)  # a file that fails: unsupported type
-    return root
+    yield root
+    shutil.rmtree(FIXED_ROOT, ignore_errors=True)
 
 
 def calm(app: KtuiApp, done: int = 0, failed: int = 0) -> None:
