@@ -53,7 +53,7 @@ from tui.messages import BasesLoaded, SearchFinished, ServiceEvents, ServiceFail
 from tui.screens.add_items import AddItemsScreen
 from tui.screens.base_form import BaseFormScreen
 from tui.screens.chunks import ChunkBrowserScreen, ChunkContextScreen
-from tui.screens.common import error_text
+from tui.screens.common import Dialog, error_text
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.help import HelpScreen
 from tui.screens.restore import RestoreScreen
@@ -97,7 +97,7 @@ class KtuiCommands(Provider):
                 continue
             if app.check_action(action.action, ()) is not True:
                 continue
-            yield action, f"{action.help}  [{display_key(key_of(action, keymap))}]"
+            yield action, f"{action.help}  · key {display_key(key_of(action, keymap))}"
 
     async def discover(self) -> Hits:
         for action, help_text in self._available():
@@ -106,7 +106,7 @@ class KtuiCommands(Provider):
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for action, help_text in self._available():
-            score = max(matcher.match(action.description), matcher.match(action.help))
+            score = max(matcher.match(action.description), 0.5 * matcher.match(action.help))
             if score > 0:
                 yield Hit(score, matcher.highlight(action.description),
                           partial(self.app.run_action, action.action), help=help_text)
@@ -396,7 +396,7 @@ class KtuiApp(App[int]):
     # --- actions ----------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if len(self.screen_stack) > 1 and action in _PANE_ACTIONS:
+        if isinstance(self.screen, Dialog) and action in _PANE_ACTIONS:
             return False  # a dialog is open: its own keys only (the app's would stack dialogs)
         if self.ready and not self._alive():
             return None

@@ -318,6 +318,9 @@ async def test_restore_a_failed_base_and_delete_a_base(settings):
         assert failed.status == BaseStatus.FAILED
         assert "restores" in str(app.bases_pane.get_option(failed.id).prompt)
         assert app.check_action("add_items", ()) is None  # nothing but restore/delete on a failed base
+        await pilot.press("e")  # its settings can still be edited (model fields locked)
+        assert isinstance(app.screen, BaseFormScreen) and app.screen.query_one("#model").disabled
+        await pilot.press("escape")
         await pilot.press("R")
         assert isinstance(app.screen, RestoreScreen)
         screen = app.screen
@@ -402,6 +405,23 @@ async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):
         await with_base(app, pilot)
         names = [a.description for a, _ in KtuiCommands(app.screen)._available()]
         assert "Add" in names
+        # run an action from the palette
+        app.bases_pane.focus()
+        await pilot.press("ctrl+p")
+        await until(lambda: app.screen.query("CommandInput") and app.screen.query_one("CommandInput").has_focus,
+                    pilot, what="palette open")
+        await pilot.press(*"add")
+
+        def top_hit() -> str:
+            cl = app.screen.query("CommandList")
+            if not cl or not cl.first().option_count:
+                return ""
+            return str(cl.first().get_option_at_index(0).prompt)
+
+        await until(lambda: top_hit().startswith("Add"), pilot, what="palette offers Add")
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, AddItemsScreen), pilot, what="add dialog from the palette")
+        await pilot.press("escape")
         # Tab moves between panes
         app.bases_pane.focus()
         await pilot.press("tab")
