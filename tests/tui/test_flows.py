@@ -488,3 +488,29 @@ async def test_demo_builds_the_demo_base_live_and_reuses_it(tmp_path):
     async with again.run_test(size=SIZE) as pilot:
         await until(lambda: again.ready and again.bases_pane.current_base is not None, pilot, 30, what="reuse")
         assert [b.id for b in again.bases_pane.bases.values()] == [base.id]
+
+
+async def test_live_additions_keep_the_cursor_and_the_viewport(settings):
+    app = KtuiApp(settings)
+    async with app.run_test(size=(120, 20)) as pilot:
+        await started(app, pilot)
+        base = await with_base(app, pilot)
+        await app.ks.add_items(base.id, [ItemInput("note", {"content": f"Note number {i} about figs"})
+                                         for i in range(40)])
+        await until(lambda: len(app.tree.nodes_by_id) == 40, pilot, what="40 notes")
+        tree = app.tree
+        tree.focus()
+        tree.move_cursor(tree.root.children[25])
+        tree.scroll_to(y=15, animate=False, immediate=True)
+        await pilot.pause()
+        cursor_item = tree.cursor_node.data.item.id
+        top_item = tree.get_node_at_line(int(tree.scroll_y)).data.item.id
+        assert tree.scroll_y > 0
+        # new roots arrive (newest first, i.e. above everything the user looks at)
+        await app.ks.add_items(base.id, [ItemInput("note", {"content": f"Late note {i}"}) for i in range(5)])
+        await until(lambda: len(tree.nodes_by_id) == 45, pilot, what="5 more notes")
+        await app.ks.wait_idle(timeout=10)
+        await pilot.pause(0.2)
+        assert tree.cursor_node.data.item.id == cursor_item
+        assert tree.get_node_at_line(int(tree.scroll_y)).data.item.id == top_item
+        assert tree.root.children[0].data.item.display_name.startswith("Late note")
