@@ -60,7 +60,7 @@ from tui.screens.restore import RestoreScreen
 from tui.screens.similar import SimilarScreen
 from tui.widgets.bases_pane import BasesPane
 from tui.widgets.item_tree import ItemTree
-from tui.widgets.search_pane import ResultList, SearchPane, short_source
+from tui.widgets.search_pane import SearchPane, short_source
 from tui.widgets.status_line import StatusLine
 
 REFRESH_HZ = 15
@@ -144,6 +144,7 @@ class KtuiApp(App[int]):
         self._bases_dirty = False
         self._bases_loading = False
         self._subscription = None
+        self.groups: dict[str, str] = {}  # group id -> name, for the edit dialog
 
     # --- service ------------------------------------------------------------
 
@@ -321,8 +322,6 @@ class KtuiApp(App[int]):
         if self._bases_dirty:
             self._bases_dirty = False
             self.reload_bases()
-
-    groups: dict[str, str] = {}
 
     @on(OptionList.OptionHighlighted, "#bases")
     def _base_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -634,7 +633,7 @@ def run_app(settings: Settings, *, demo: bool = False) -> int:
     return int(result or 0)
 
 
-__all__ = ["KtuiApp", "run_app", "demo_corpus_dir"]
+__all__ = ["KtuiApp", "demo_corpus_dir", "run_app"]
 
 if __name__ == "__main__":  # pragma: no cover - `python -m tui.app` for development
     from core.config import load_settings

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
-from core.models import Event, KnowledgeBase, KnowledgeGroup, KnowledgeItem, SearchResponse
+from core.models import (
+    Event,
+    KnowledgeBase,
+    KnowledgeGroup,
+    KnowledgeItem,
+    SearchResponse,
+)
 
 
 @dataclass

@@ -36,7 +36,7 @@ TARGET_P95_MS = 100.0
 
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def _measure(app: KtuiApp, pilot, samples: int, *, stop=None) -> list[float]:

@@ -8,8 +8,6 @@ The service runs on tmp_path with the deterministic embedding server as its
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from textual.widgets import DirectoryTree, Input, Switch, TabbedContent, TextArea
 

@@ -12,7 +12,17 @@ from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, DirectoryTree, Input, Label, Static, Switch, TabbedContent, TabPane, TextArea
+from textual.widgets import (
+    Button,
+    DirectoryTree,
+    Input,
+    Label,
+    Static,
+    Switch,
+    TabbedContent,
+    TabPane,
+    TextArea,
+)
 
 from core.models import ItemInput
 from tui.screens.common import Dialog, Loaded
@@ -95,7 +105,7 @@ class AddItemsScreen(Dialog):
 
     def build_input(self) -> ItemInput | None:
         tab = self.query_one(TabbedContent).active
-        value = lambda wid: self.query_one(f"#{wid}", Input).value.strip()  # noqa: E731
+        value = lambda wid: self.query_one(f"#{wid}", Input).value.strip()
         if tab == "file":
             return ItemInput("file", {"path": value("file-path")})
         if tab == "folder":

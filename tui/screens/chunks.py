@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -32,7 +34,7 @@ def chunk_prompt(chunk: ChunkRecord) -> Text:
 class ChunkBrowserScreen(Dialog):
     """dismiss(number of chunks deleted)."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("d,delete", "delete_chunk", "Delete chunk", id="chunks.delete"),
     ]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.binding import Binding
 from textual.message import Message
@@ -34,7 +34,7 @@ def error_text(exc: BaseException) -> str:
 class Dialog(ModalScreen):
     """Base dialog: Escape cancels (dismiss(None)), Ctrl+S runs `action_submit`."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("escape", "close", "Close", id="modal.close"),
         Binding("ctrl+s", "submit", "Confirm", id="modal.submit"),
     ]

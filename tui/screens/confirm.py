@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -11,7 +13,7 @@ from tui.screens.common import Dialog
 
 
 class ConfirmScreen(Dialog):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("y", "submit", "Yes", id="confirm.yes"),
         Binding("n", "close", "No", id="confirm.no"),
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import OptionList
@@ -29,7 +31,7 @@ def base_prompt(base: KnowledgeBase, count: int | None, notice: str | None = Non
 class BasesPane(OptionList):
     """Options are bases (id = base id); group headings are disabled options."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("j", "cursor_down", "Down", show=False, id="list.down"),
         Binding("k", "cursor_up", "Up", show=False, id="list.up"),
     ]

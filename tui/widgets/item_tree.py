@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding
@@ -93,7 +93,7 @@ def sort_key(item: KnowledgeItem) -> tuple[bool, str, str]:
 class ItemTree(Tree[ItemNode]):
     """Items of one base. `base_id` is None until a base is selected."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("j", "cursor_down", "Down", show=False, id="list.down"),
         Binding("k", "cursor_up", "Up", show=False, id="list.up"),
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePath
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -61,7 +62,7 @@ def result_prompt(result: KnowledgeSearchResult, terms: list[str]) -> Text:
 
 
 class ResultList(OptionList):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("j", "cursor_down", "Down", show=False, id="list.down"),
         Binding("k", "cursor_up", "Up", show=False, id="list.up"),
     ]
