@@ -74,6 +74,23 @@ def demo_corpus_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "assets" / "demo"
 
 
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker while sys.stderr is still the real one.
+
+    While the app runs, Textual replaces sys.stderr with a capture whose fileno() is
+    -1; the tracker, started lazily by the first spawned process (the runtime's
+    parse pool), passes stderr's fd to its child and fails with "bad value(s) in
+    fds_to_keep". Started here, before Textual captures anything, it is reused.
+    """
+    try:
+        from multiprocessing import resource_tracker
+
+        if sys.stderr is not None and sys.stderr.fileno() >= 0:
+            resource_tracker.ensure_running()
+    except Exception:  # noqa: BLE001 - no tracker: the pool reports its own error per item
+        pass
+
+
 @dataclass
 class CallDone(Message):
     """A service call finished; `then` runs on the message loop with its value."""
@@ -130,6 +147,7 @@ class KtuiApp(App[int]):
         start_dir: Path | None = None,
         refresh_hz: float = REFRESH_HZ,
     ) -> None:
+        _start_resource_tracker()
         super().__init__()
         self.settings = settings
         self._service = service
