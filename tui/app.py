@@ -19,6 +19,7 @@ Architecture (after harlequin, posting and toolong):
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -63,6 +64,8 @@ from tui.widgets.item_tree import ItemTree
 from tui.widgets.search_pane import SearchPane, short_source
 from tui.widgets.status_line import StatusLine
 
+log = logging.getLogger(__name__)
+
 REFRESH_HZ = 15
 DEMO_BASE_NAME = "ktui demo"
 DEMO_GROUP = "Demo"
@@ -87,8 +90,8 @@ def _start_resource_tracker() -> None:
 
         if sys.stderr is not None and sys.stderr.fileno() >= 0:
             resource_tracker.ensure_running()
-    except Exception:  # noqa: BLE001 - no tracker: the pool reports its own error per item
-        pass
+    except Exception as exc:  # noqa: BLE001 - no tracker: the pool reports its own error per item
+        log.debug("resource tracker not started: %s", exc)
 
 
 @dataclass
