@@ -166,6 +166,7 @@ class KtuiApp(App[int]):
         self._bases_loading = False
         self._subscription = None
         self.groups: dict[str, str] = {}  # group id -> name, for the edit dialog
+        self.last_add_tab = "file"
 
     # --- service ------------------------------------------------------------
 
@@ -514,11 +515,14 @@ class KtuiApp(App[int]):
         if base is None:
             return
 
+        screen = AddItemsScreen(base.id, base.name, self.start_dir, initial_tab=self.last_add_tab)
+
         def added(items: list | None) -> None:
+            self.last_add_tab = screen.active_tab
             if items:
                 self.notify(f"Added {len(items)} item(s); indexing…", timeout=3)
 
-        self.push_screen(AddItemsScreen(base.id, base.name, self.start_dir), added)
+        self.push_screen(screen, added)
 
     def action_delete_item(self) -> None:
         base, item = self.current_base, self.tree.current_item

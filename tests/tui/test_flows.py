@@ -9,7 +9,7 @@ The service runs on tmp_path with the deterministic embedding server as its
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DirectoryTree, Input, Switch, TabbedContent, TextArea
+from textual.widgets import DirectoryTree, Input, Switch, TextArea
 
 from core.models import ANY_GROUP, BaseStatus, ItemInput, ItemStatus
 from core.transfer import EXPORT_FORMAT
@@ -115,9 +115,9 @@ async def test_add_a_folder_with_watch_and_expand_its_children(settings, docs):
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         base = await with_base(app, pilot)
+        app.last_add_tab = "folder"
         await pilot.press("a")
         screen = app.screen
-        screen.query_one(TabbedContent).active = "folder"
         screen.query_one("#folder-path", Input).value = str(docs)
         screen.query_one("#watch", Switch).value = True
         await pilot.press("ctrl+s")
@@ -163,22 +163,22 @@ async def test_add_a_note_url_and_sitemap(settings):
             await started(app, pilot)
             await with_base(app, pilot)
             # note, typed into the editor
+            app.last_add_tab = "note"  # reopens on that tab
             await pilot.press("a")
-            app.screen.query_one(TabbedContent).active = "note"
             await pilot.pause()
             app.screen.query_one("#note-text", TextArea).focus()
             await pilot.press(*"Figs dry well in the sun")
             await pilot.press("ctrl+s")
             await until(lambda: not isinstance(app.screen, AddItemsScreen), pilot, what="note added")
             # url
+            app.last_add_tab = "url"  # reopens on that tab
             await pilot.press("a")
-            app.screen.query_one(TabbedContent).active = "url"
             app.screen.query_one("#url-input", Input).value = f"{server.url}/pears"
             await pilot.press("ctrl+s")
             await until(lambda: not isinstance(app.screen, AddItemsScreen), pilot, what="url added")
             # sitemap
+            app.last_add_tab = "sitemap"  # reopens on that tab
             await pilot.press("a")
-            app.screen.query_one(TabbedContent).active = "sitemap"
             app.screen.query_one("#sitemap-input", Input).value = f"{server.url}/sitemap.xml"
             await pilot.press("ctrl+s")
             await until(lambda: not isinstance(app.screen, AddItemsScreen), pilot, what="sitemap added")
@@ -197,8 +197,8 @@ async def test_a_bad_url_is_refused_in_the_dialog_and_nothing_crashes(settings):
     async with app.run_test(size=SIZE) as pilot:
         await started(app, pilot)
         await with_base(app, pilot)
+        app.last_add_tab = "url"  # reopens on that tab
         await pilot.press("a")
-        app.screen.query_one(TabbedContent).active = "url"
         app.screen.query_one("#url-input", Input).value = "not a url"
         await pilot.press("ctrl+s")
         screen = app.screen

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import pytest_textual_snapshot
-from textual.widgets import Input, TabbedContent, TextArea
+from textual.widgets import Input, TextArea
 
 from core.models import ItemInput, ItemPhase, QueueStats
 from core.transfer import EXPORT_FORMAT
@@ -201,24 +201,24 @@ test_similar_items_dialog = dialog_test(
 
 
 async def _note_tab(pilot):
-    return None
+    pilot.app.last_add_tab = "note"  # the dialog reopens on the tab used last
 
 
 def _add_dialog_note(app) -> bool:
-    if not app.screen.query(TabbedContent):
-        return False
-    tabs = app.screen.query_one(TabbedContent)
-    if tabs.active != "note":
-        tabs.active = "note"
+    if not app.screen.query("#note-text"):
         return False
     area = app.screen.query_one("#note-text", TextArea)
     if not area.text:
         area.text = "Plums: pick them when they come away with a gentle twist."
         return False
-    return True
+    if not area.has_focus:
+        area.focus()
+        return False
+    # the tab switch is applied asynchronously: wait until the editor is really laid out
+    return area.cursor_location == (0, 0) and area.region.width > 0 and area.region.height > 0
 
 
-test_add_items_dialog = dialog_test(("a",), _add_dialog_note)
+test_add_items_dialog = dialog_test(("a",), _add_dialog_note, prepare=_note_tab)
 
 
 def test_chunk_in_context(snap_compare, settings, corpus):

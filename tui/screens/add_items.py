@@ -49,6 +49,7 @@ class AddItemsScreen(Dialog):
         self.base_name = base_name
         self.start_dir = start_dir
         self.initial_tab = initial_tab
+        self.active_tab = initial_tab  # the app reopens the dialog on the tab used last
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog add"):
@@ -81,6 +82,7 @@ class AddItemsScreen(Dialog):
         self.query_one("#file-tree", DirectoryTree).show_root = False  # the folder tab can pick its root
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.active_tab = event.pane.id or self.active_tab
         focus = {"file": "#file-tree", "folder": "#folder-tree", "url": "#url-input",
                  "sitemap": "#sitemap-input", "note": "#note-text"}.get(event.pane.id or "")
         if focus:
