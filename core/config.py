@@ -19,7 +19,6 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -71,6 +70,8 @@ class IngestSettings:
     fetch_concurrency: int = 4  # shared limit of concurrent URL fetches
     fetch_timeout: float = 30.0
     max_redirects: int = 5
+    parse_workers: int = 1  # processes that read and chunk files (0 = threads in the main process)
+    parse_timeout: float = 300.0  # seconds one file may take to read and chunk before it fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +240,8 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         "fetch_concurrency": ("int", 1),
         "fetch_timeout": ("float", 0.1),
         "max_redirects": ("int", 0),
+        "parse_workers": ("int", 0),
+        "parse_timeout": ("float", 1.0),
     })
     embeddings = p.section(raw, "embeddings", EmbeddingSettings, {
         "batch_size": ("int", 1),

@@ -16,76 +16,13 @@ it was indexed with. Refreshing a folder then costs a walk and a `stat` per file
 
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from core.config import IngestSettings
 from core.data.item_service import ChildSpec
-from core.errors import IngestError
-from core.ingest import DirectoryListing, chunk_documents, is_supported_file
-from core.ingest.readers import parse_bytes, read_file_bytes
-from core.models import Chunk, DirectoryItemData, FileItemData, ItemStatus, ItemType, KnowledgeItem
-
-HASH_BLOCK = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    size: int
-    mtime_ns: int
-    sha256: str
-
-
-def file_fingerprint(path: str) -> Fingerprint:
-    """Size, mtime and sha256 of a file (blocking: run it in a thread)."""
-    st = os.stat(path)
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(HASH_BLOCK):
-            digest.update(block)
-    return Fingerprint(st.st_size, st.st_mtime_ns, digest.hexdigest())
-
-
-def read_and_chunk_file(
-    item: KnowledgeItem, settings: IngestSettings, chunk_size: int, chunk_overlap: int
-) -> tuple[list[Chunk], FileItemData]:
-    """Read a file item once: its chunks, and its payload with the fingerprint to record
-    (blocking: the runtime runs it in a thread).
-
-    The size and mtime are taken before reading and the hash from the bytes read, so
-    the record is never newer than what was indexed.
-    """
-    data = item.data
-    assert isinstance(data, FileItemData)
-    if not is_supported_file(data.path):
-        raise IngestError(f"Unsupported file type: {data.path}")
-    try:
-        st = os.stat(data.path)
-    except OSError:
-        st = None  # read_file_bytes reports the real problem
-    raw = read_file_bytes(data.path, settings.max_file_bytes)
-    documents = parse_bytes(raw, data.path, data.source or data.path)
-    chunks = chunk_documents(
-        documents,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        item_id=item.id,
-        item_type=item.type,
-        source=item.source,
-    )
-    if st is None:
-        return chunks, data
-    fingerprint = Fingerprint(st.st_size, st.st_mtime_ns, hashlib.sha256(raw).hexdigest())
-    return chunks, with_fingerprint(data, fingerprint, chunking_signature(chunk_size, chunk_overlap))
-
-
-def chunking_signature(chunk_size: int, chunk_overlap: int) -> str:
-    return f"{chunk_size}/{chunk_overlap}"
-
-
-def with_fingerprint(data: FileItemData, fp: Fingerprint, chunking: str) -> FileItemData:
-    return replace(data, size=fp.size, mtime_ns=fp.mtime_ns, sha256=fp.sha256, chunking=chunking)
+from core.ingest import DirectoryListing
+from core.ingest.pipeline import file_fingerprint, with_fingerprint
+from core.models import DirectoryItemData, FileItemData, ItemStatus, ItemType, KnowledgeItem
 
 
 @dataclass

@@ -26,6 +26,7 @@ from core.data.item_service import ChildSpec, KnowledgeItemService
 from core.embeddings import EmbeddingService
 from core.errors import IngestError, KnowledgeError, NotFoundError, StoreError, TaskInterrupted
 from core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
+from core.ingest.pipeline import chunking_signature, read_and_chunk_file
 from core.models import (
     CONTAINER_TYPES,
     DirectoryItemData,
@@ -44,8 +45,9 @@ from core.models import (
     UrlItemData,
 )
 from core.runtime.events import EventBus
+from core.runtime.parse_pool import ParsePool
 from core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
-from core.runtime.refresh import chunking_signature, plan_refresh, read_and_chunk_file
+from core.runtime.refresh import plan_refresh
 from core.runtime.watcher import FolderWatcher
 from core.store import BaseStore, StoreManager
 
@@ -91,6 +93,7 @@ class KnowledgeRuntimeService:
         self._last_stats = 0.0
         self._closed = False
         self.watcher = FolderWatcher(self.request_refresh)
+        self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout)
         self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
         self._refreshing: set[str] = set()  # folders whose refresh request is being set up
 
@@ -207,6 +210,7 @@ class KnowledgeRuntimeService:
         if self._stats_handle is not None:
             self._stats_handle.cancel()
         await self.fetcher.aclose()
+        await self.parse_pool.close()
 
     # --- scheduling -------------------------------------------------------
 
@@ -300,8 +304,15 @@ class KnowledgeRuntimeService:
             recorded = None
             if isinstance(item.data, FileItemData):
                 # one thread hop: fingerprint, read, parse and chunk
-                chunks, recorded = await asyncio.to_thread(
-                    read_and_chunk_file, item, self.settings.ingest, base.chunk_size, base.chunk_overlap
+                chunks, recorded = await self.parse_pool.run(
+                    item.source,
+                    "read_and_chunk_file",
+                    read_and_chunk_file,
+                    item.data,
+                    item.id,
+                    self.settings.ingest,
+                    base.chunk_size,
+                    base.chunk_overlap,
                 )
             else:
                 documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)

@@ -25,6 +25,7 @@ def fake_settings(data_dir: Path, server_url: str, **overrides: Any) -> Settings
         base_url=server_url + "/v1",
         max_retries=overrides.pop("max_retries", 1),
         timeout=overrides.pop("timeout", 10.0),
+        concurrency=overrides.pop("provider_concurrency", 2),
     )
     settings = Settings(
         data_dir=data_dir,

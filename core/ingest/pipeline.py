@@ -1,0 +1,82 @@
+"""Reading a file item in one pass: fingerprint, read, parse, chunk.
+
+This is the CPU-heavy step of indexing a file. It takes and returns plain,
+picklable values so the runtime can run it in a separate process (see
+core/runtime/parse_pool.py): parsing then uses the second core instead of
+competing for the event loop's interpreter lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, replace
+
+from core.config import IngestSettings
+from core.errors import IngestError
+from core.ingest.chunking import chunk_documents
+from core.ingest.readers import is_supported_file, parse_bytes, read_file_bytes
+from core.models import Chunk, FileItemData, ItemType
+
+HASH_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+def file_fingerprint(path: str) -> Fingerprint:
+    """Size, mtime and sha256 of a file (blocking: run it in a thread)."""
+    st = os.stat(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(HASH_BLOCK):
+            digest.update(block)
+    return Fingerprint(st.st_size, st.st_mtime_ns, digest.hexdigest())
+
+
+
+
+def chunking_signature(chunk_size: int, chunk_overlap: int) -> str:
+    return f"{chunk_size}/{chunk_overlap}"
+
+
+def with_fingerprint(data: FileItemData, fp: Fingerprint, chunking: str) -> FileItemData:
+    return replace(data, size=fp.size, mtime_ns=fp.mtime_ns, sha256=fp.sha256, chunking=chunking)
+
+
+def read_and_chunk_file(
+    data: FileItemData,
+    item_id: str,
+    settings: IngestSettings,
+    chunk_size: int,
+    chunk_overlap: int,
+) -> tuple[list[Chunk], FileItemData]:
+    """A file item's chunks, and its payload with the fingerprint to record.
+
+    The size and mtime are taken before reading and the hash from the bytes read, so
+    the record is never newer than what was indexed.
+    """
+    if not is_supported_file(data.path):
+        raise IngestError(f"Unsupported file type: {data.path}")
+    try:
+        st = os.stat(data.path)
+    except OSError:
+        st = None  # read_file_bytes reports the real problem
+    raw = read_file_bytes(data.path, settings.max_file_bytes)
+    documents = parse_bytes(raw, data.path, data.source or data.path)
+    chunks = chunk_documents(
+        documents,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        item_id=item_id,
+        item_type=ItemType.FILE,
+        source=data.source or data.path,
+    )
+    if st is None:
+        return chunks, data
+    fingerprint = Fingerprint(st.st_size, st.st_mtime_ns, hashlib.sha256(raw).hexdigest())
+    return chunks, with_fingerprint(data, fingerprint, chunking_signature(chunk_size, chunk_overlap))

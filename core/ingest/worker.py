@@ -1,0 +1,63 @@
+"""A parse worker process: `python -m core.ingest.worker`.
+
+It answers requests from the runtime's parse pool (core/runtime/parse_pool.py)
+over its stdin/stdout: each message is a 4-byte big-endian length and a pickle.
+A request is `(function name, args)`; only the functions in `FUNCTIONS` can be
+called. The answer is `("ok", result)` or `("error", message, is_ingest_error)`.
+
+A plain subprocess rather than multiprocessing: multiprocessing's "spawn" re-runs
+the caller's main module in the child, which breaks any script that uses ktui as
+a library without an `if __name__ == "__main__"` guard.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+from typing import Any, BinaryIO
+
+from core.errors import KnowledgeError
+from core.ingest.pipeline import read_and_chunk_file
+
+FUNCTIONS = {"read_and_chunk_file": read_and_chunk_file}
+HEADER = struct.Struct(">I")
+
+
+def read_message(stream: BinaryIO) -> Any | None:
+    header = stream.read(HEADER.size)
+    if len(header) < HEADER.size:
+        return None
+    (size,) = HEADER.unpack(header)
+    return pickle.loads(stream.read(size))
+
+
+def write_message(stream: BinaryIO, message: Any) -> None:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(HEADER.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def serve(requests: BinaryIO, answers: BinaryIO) -> None:
+    while (request := read_message(requests)) is not None:
+        name, args = request
+        try:
+            answer: Any = ("ok", FUNCTIONS[name](*args))
+        except KnowledgeError as exc:
+            answer = ("error", str(exc), True)
+        except Exception as exc:  # a parser bug: report it, keep serving
+            answer = ("error", f"{type(exc).__name__}: {exc}", False)
+        write_message(answers, answer)
+
+
+def main() -> None:
+    # the protocol owns the real stdout; anything a library prints goes to stderr
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin.buffer, answers)
+
+
+if __name__ == "__main__":
+    main()

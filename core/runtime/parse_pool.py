@@ -1,0 +1,122 @@
+"""Parsing in worker processes.
+
+Reading and chunking a file is pure Python work. In threads it competes for the
+interpreter lock with the event loop (which the TUI shares) and with every other
+indexing step, so on two cores it effectively runs on one. A small pool of worker
+processes (`ingest.parse_workers`, default 1; see core/ingest/worker.py) moves it
+to the other core.
+
+The pool also contains misbehaving parsers: a parser that kills its process fails
+only that item, and one that runs past `ingest.parse_timeout` is killed and its
+item failed, instead of holding a worker forever. `parse_workers = 0` parses in
+threads instead (no extra process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+from core.errors import IngestError
+from core.ingest.worker import HEADER
+
+log = logging.getLogger(__name__)
+PROJECT_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+
+
+class _Worker:
+    def __init__(self, process: asyncio.subprocess.Process):
+        self.process = process
+
+    async def call(self, name: str, args: tuple[Any, ...]) -> Any:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        payload = pickle.dumps((name, args), protocol=pickle.HIGHEST_PROTOCOL)
+        self.process.stdin.write(HEADER.pack(len(payload)) + payload)
+        await self.process.stdin.drain()
+        header = await self.process.stdout.readexactly(HEADER.size)
+        (size,) = HEADER.unpack(header)
+        return pickle.loads(await self.process.stdout.readexactly(size))
+
+    def kill(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()
+
+
+class ParsePool:
+    def __init__(self, workers: int, timeout: float):
+        self.workers = workers
+        self.timeout = timeout
+        self._idle: asyncio.Queue[_Worker | None] | None = None
+        self._all: set[_Worker] = set()
+
+    async def run(self, what: str, name: str, fallback: Any, *args: Any) -> Any:
+        """Call worker function `name(*args)` in a worker process; `fallback` is the same
+        function, run in a thread when the pool has no workers."""
+        if self.workers <= 0:
+            return await asyncio.to_thread(fallback, *args)
+        if self._idle is None:
+            self._idle = asyncio.Queue()
+            for _ in range(self.workers):
+                self._idle.put_nowait(None)  # a slot; the process starts on first use
+        slot = await self._idle.get()
+        worker = slot
+        try:
+            if worker is None or worker.process.returncode is not None:
+                worker = await self._start()
+            answer = await asyncio.wait_for(worker.call(name, args), self.timeout)
+        except TimeoutError:
+            self._drop(worker)
+            worker = None
+            raise IngestError(f"Reading took longer than {self.timeout:g} s and was stopped: {what}") from None
+        except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
+            self._drop(worker)
+            worker = None
+            raise IngestError(f"The parser crashed while reading {what}") from None
+        except BaseException:
+            # cancelled mid-call: the answer would arrive out of step with the next request
+            self._drop(worker)
+            worker = None
+            raise
+        finally:
+            self._idle.put_nowait(worker)
+        if answer[0] == "ok":
+            return answer[1]
+        message, is_ingest = answer[1], answer[2]
+        if not is_ingest:
+            log.error("parser failed on %s: %s", what, message)
+        raise IngestError(message if is_ingest else f"Could not read {what}: {message}")
+
+    async def _start(self) -> _Worker:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH")) if p)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "core.ingest.worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        worker = _Worker(process)
+        self._all.add(worker)
+        return worker
+
+    def _drop(self, worker: _Worker | None) -> None:
+        if worker is not None:
+            worker.kill()
+            self._all.discard(worker)
+
+    async def close(self) -> None:
+        workers, self._all = list(self._all), set()
+        for worker in workers:
+            if worker.process.stdin is not None and worker.process.returncode is None:
+                worker.process.stdin.close()  # EOF: the worker's loop ends
+        for worker in workers:
+            try:
+                await asyncio.wait_for(worker.process.wait(), 2)
+            except TimeoutError:
+                worker.kill()
+                await worker.process.wait()
