@@ -98,6 +98,7 @@ class ParsePool:
             sys.executable, "-m", "core.ingest.worker",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,  # parser chatter must never paint over the TUI
             env=env,
         )
         worker = _Worker(process)
