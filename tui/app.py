@@ -19,7 +19,6 @@ Architecture (after harlequin, posting and toolong):
 from __future__ import annotations
 
 import asyncio
-import logging
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -64,7 +63,6 @@ from tui.widgets.item_tree import ItemTree
 from tui.widgets.search_pane import SearchPane, short_source
 from tui.widgets.status_line import StatusLine
 
-log = logging.getLogger(__name__)
 
 REFRESH_HZ = 15
 DEMO_BASE_NAME = "ktui demo"
@@ -75,23 +73,6 @@ DEMO_MODEL = "builtin::wordllama"
 def demo_corpus_dir() -> Path:
     """assets/demo next to the package (a source checkout or an editable install)."""
     return Path(__file__).resolve().parent.parent / "assets" / "demo"
-
-
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker while sys.stderr is still the real one.
-
-    While the app runs, Textual replaces sys.stderr with a capture whose fileno() is
-    -1; the tracker, started lazily by the first spawned process (the runtime's
-    parse pool), passes stderr's fd to its child and fails with "bad value(s) in
-    fds_to_keep". Started here, before Textual captures anything, it is reused.
-    """
-    try:
-        from multiprocessing import resource_tracker
-
-        if sys.stderr is not None and sys.stderr.fileno() >= 0:
-            resource_tracker.ensure_running()
-    except Exception as exc:  # noqa: BLE001 - no tracker: the pool reports its own error per item
-        log.debug("resource tracker not started: %s", exc)
 
 
 @dataclass
@@ -150,7 +131,6 @@ class KtuiApp(App[int]):
         start_dir: Path | None = None,
         refresh_hz: float = REFRESH_HZ,
     ) -> None:
-        _start_resource_tracker()
         super().__init__()
         self.settings = settings
         self._service = service
