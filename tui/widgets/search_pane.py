@@ -20,7 +20,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def query_terms(query: str) -> list[str]:
-    return [w for w in _WORD.findall(query.lower()) if len(w) > 1]
+    """Words worth highlighting: three characters or more ("do", "a" would light up everywhere)."""
+    return list(dict.fromkeys(w for w in _WORD.findall(query.lower()) if len(w) > 2))
 
 
 def short_source(metadata: dict) -> str:
@@ -35,14 +36,15 @@ def snippet(text: str, terms: list[str], width: int = 150) -> Text:
     """A window of the chunk around the first query term, terms highlighted."""
     flat = " ".join(text.split())
     lower = flat.lower()
-    hits = [lower.find(t) for t in terms if t in lower]
+    patterns = [re.compile(r"\b" + re.escape(term), re.IGNORECASE) for term in terms]
+    hits = [m.start() for p in patterns if (m := p.search(lower))]
     start = max(0, min(hits) - width // 4) if hits else 0
     piece = flat[start:start + width]
     prefix = "…" if start > 0 else ""
     suffix = "…" if start + width < len(flat) else ""
     out = Text(prefix + piece + suffix, style="")
-    for term in terms:
-        out.highlight_regex(re.compile(re.escape(term), re.IGNORECASE), "bold reverse")
+    for pattern in patterns:  # whole words and their stems ("repair" in "repairs"), not "do" in "dogs"
+        out.highlight_regex(pattern, "bold reverse")
     return out
 
 
