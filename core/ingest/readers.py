@@ -108,9 +108,9 @@ def _run_parser(parser: Parser, data: bytes, source: str, label: str) -> list[Do
     except RecursionError:
         raise IngestError(f"Cannot read {label}: structure nested too deeply") from None
     except Exception as exc:  # noqa: BLE001 - damaged files make libraries raise anything
-        kind = _KIND_NAMES.get(parser, "file")
+        what = "the page" if "://" in label else f"{_KIND_NAMES.get(parser, 'the')} file"
         detail = str(exc).strip() or type(exc).__name__
-        raise IngestError(f"Cannot read {kind} file (damaged or wrong format): {label}: {detail}") from None
+        raise IngestError(f"Cannot read {what} (damaged or wrong format): {label}: {detail}") from None
 
 
 # --- files ----------------------------------------------------------------
