@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from core.config import Settings
 from core.data.base_service import KnowledgeBaseService
@@ -294,110 +294,127 @@ class KnowledgeRuntimeService:
         return await self._index_leaf(task, base, item)
 
     async def _index_leaf(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
-        token = task.token
-        pending_write: asyncio.Future[None] | None = None
-        try:
+        writes = _BackgroundWrite()
+        return await self._guarded(
+            task.token, base, item, self._index_leaf_steps(task.token, base, item, writes),
+            verb="indexing", remove_vectors=True, settle=writes.settle,
+        )
+
+    async def _index_leaf_steps(
+        self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem, writes: _BackgroundWrite
+    ) -> None:
+        token.check()
+        # phase writes go out in the background and are awaited before the next write
+        # of this item, so reading overlaps the database round trip
+        writes.pending = asyncio.ensure_future(self._set(item, ItemStatus.PROCESSING, ItemPhase.READING))
+        recorded = None
+        if isinstance(item.data, FileItemData):
+            # one thread hop: fingerprint, read, parse and chunk
+            chunks, recorded = await self.parse_pool.run(
+                item.source,
+                "read_and_chunk_file",
+                read_and_chunk_file,
+                item.data,
+                item.id,
+                self.settings.ingest,
+                base.chunk_size,
+                base.chunk_overlap,
+            )
+        else:
+            documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)
             token.check()
-            # phase writes go out in the background and are awaited before the next write
-            # of this item, so reading overlaps the database round trip
-            pending_write = asyncio.ensure_future(self._set(item, ItemStatus.PROCESSING, ItemPhase.READING))
-            recorded = None
-            if isinstance(item.data, FileItemData):
-                # one thread hop: fingerprint, read, parse and chunk
-                chunks, recorded = await self.parse_pool.run(
-                    item.source,
-                    "read_and_chunk_file",
-                    read_and_chunk_file,
-                    item.data,
-                    item.id,
-                    self.settings.ingest,
-                    base.chunk_size,
-                    base.chunk_overlap,
-                )
-            else:
-                documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)
-                token.check()
-                chunks = await asyncio.to_thread(
-                    chunk_documents,
-                    documents,
-                    chunk_size=base.chunk_size,
-                    chunk_overlap=base.chunk_overlap,
-                    item_id=item.id,
-                    item_type=item.type,
-                    source=item.source,
-                )
-            if not chunks:
-                raise IngestError(f"{item.source}: no text content")
+            chunks = await asyncio.to_thread(
+                chunk_documents,
+                documents,
+                chunk_size=base.chunk_size,
+                chunk_overlap=base.chunk_overlap,
+                item_id=item.id,
+                item_type=item.type,
+                source=item.source,
+            )
+        if not chunks:
+            raise IngestError(f"{item.source}: no text content")
+        token.check()
+        await writes.wait()
+        writes.pending = asyncio.ensure_future(
+            self._set(item, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, progress=0.0)
+        )
+
+        def progress(done: int, total: int) -> None:
             token.check()
-            await pending_write
-            pending_write = asyncio.ensure_future(
-                self._set(item, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, progress=0.0)
+            self.bus.publish(
+                ItemChanged(base.id, item.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None,
+                            done / total if total else 1.0)
             )
 
-            def progress(done: int, total: int) -> None:
-                token.check()
-                self.bus.publish(
-                    ItemChanged(base.id, item.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None,
-                                done / total if total else 1.0)
-                )
-
-            vectors = await self.embeddings.embed(
-                base.embedding_model_id, [c.text for c in chunks], dimensions=base.dimensions, on_progress=progress
-            )
-            await pending_write
-            async with self.lock(base.id):
-                token.check()
-                store = await self.store(base)
-                await asyncio.to_thread(store.replace_item_chunks, item.id, chunks, vectors)
-                await self._set(item, ItemStatus.COMPLETED, data=recorded)
-            self._record_chunks(len(chunks))
-            return True
-        except TaskInterrupted:
-            await _settle(pending_write)
-            if token.reason == InterruptReason.SHUTDOWN:
-                await self._fail(base, item, SHUTDOWN_MESSAGE, remove_vectors=False)
-            raise
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            await _settle(pending_write)
-            if not isinstance(exc, (KnowledgeError, OSError)):
-                log.exception("indexing %s failed unexpectedly", item.source)
-            await self._fail(base, item, describe_error(exc))
-            return False
+        vectors = await self.embeddings.embed(
+            base.embedding_model_id, [c.text for c in chunks], dimensions=base.dimensions, on_progress=progress
+        )
+        await writes.wait()
+        async with self.lock(base.id):
+            token.check()
+            store = await self.store(base)
+            await asyncio.to_thread(store.replace_item_chunks, item.id, chunks, vectors)
+            await self._set(item, ItemStatus.COMPLETED, data=recorded)
+        self._record_chunks(len(chunks))
 
     async def _prepare(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
-        token = task.token
         try:
-            token.check()
-            await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
-            if isinstance(item.data, DirectoryItemData):
-                await self._prepare_directory(token, base, item)
-            elif isinstance(item.data, SitemapItemData):
-                urls = await expand_sitemap(item.data.url, self.settings.ingest, self.fetcher)
-                token.check()
-                specs = [ChildSpec(ItemType.URL, UrlItemData(url=u, source=u)) for u in urls]
-                await self._create_children(base, item.id, specs)
-            else:  # pragma: no cover - only containers are prepared
-                raise IngestError(f"{item.type} items are not containers")
-            await self._set(item, ItemStatus.PROCESSING)  # phase cleared: reconciled from the children
-            return True
-        except TaskInterrupted:
-            if token.reason == InterruptReason.SHUTDOWN:
-                await self._fail(base, item, SHUTDOWN_MESSAGE, remove_vectors=False)
-            raise
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if not isinstance(exc, (KnowledgeError, OSError)):
-                log.exception("preparing %s failed unexpectedly", item.source)
-            await self._fail(base, item, describe_error(exc), remove_vectors=False)
-            return False
+            return await self._guarded(
+                task.token, base, item, self._prepare_steps(task.token, base, item),
+                verb="preparing", remove_vectors=False,
+            )
         finally:
             if item.id in self._dirty:
                 self._dirty.discard(item.id)
-                if not self._closed and not token.interrupted:
+                if not self._closed and not task.token.interrupted:
                     self.request_refresh(base.id, item.id)
+
+    async def _prepare_steps(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
+        token.check()
+        await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+        if isinstance(item.data, DirectoryItemData):
+            await self._prepare_directory(token, base, item)
+        elif isinstance(item.data, SitemapItemData):
+            urls = await expand_sitemap(item.data.url, self.settings.ingest, self.fetcher)
+            token.check()
+            specs = [ChildSpec(ItemType.URL, UrlItemData(url=u, source=u)) for u in urls]
+            await self._create_children(base, item.id, specs)
+        else:  # pragma: no cover - only containers are prepared
+            raise IngestError(f"{item.type} items are not containers")
+        await self._set(item, ItemStatus.PROCESSING)  # phase cleared: reconciled from the children
+
+    async def _guarded(
+        self,
+        token: InterruptToken,
+        base: KnowledgeBase,
+        item: KnowledgeItem,
+        steps: Awaitable[None],
+        *,
+        verb: str,
+        remove_vectors: bool,
+        settle: Callable[[], Awaitable[None]] | None = None,
+    ) -> bool:
+        """Run a task's steps and record how they ended: True when they completed, False
+        when the item failed (its message written); interruptions propagate."""
+        try:
+            await steps
+            return True
+        except TaskInterrupted:
+            if settle is not None:
+                await settle()
+            if token.reason == InterruptReason.SHUTDOWN:
+                await self._fail(base, item, SHUTDOWN_MESSAGE, remove_vectors=False)
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if settle is not None:
+                await settle()
+            if not isinstance(exc, (KnowledgeError, OSError)):
+                log.exception("%s %s failed unexpectedly", verb, item.source)
+            await self._fail(base, item, describe_error(exc), remove_vectors=remove_vectors)
+            return False
 
     async def _prepare_directory(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
         """Walk the folder and bring the children in line with it (all new the first time)."""
@@ -529,14 +546,28 @@ class KnowledgeRuntimeService:
         self._stats_handle = loop.call_later(delay, emit)
 
 
-async def _settle(write: asyncio.Future[None] | None) -> None:
-    """Wait for a background status write before writing the item's outcome; its own
-    failure (the item was deleted meanwhile) does not matter any more."""
-    if write is None:
-        return
-    try:
-        await write
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        pass
+
+class _BackgroundWrite:
+    """A leaf's phase write that runs while the leaf goes on reading or embedding; it
+    is settled before the leaf's next write so writes stay in order."""
+
+    def __init__(self) -> None:
+        self.pending: asyncio.Future[None] | None = None
+
+    async def wait(self) -> None:
+        """Wait for it, raising what it raised (e.g. the item was deleted meanwhile)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            await pending
+
+    async def settle(self) -> None:
+        """Wait for it on the way out of a failed task: its own failure no longer matters."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        try:
+            await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            pass
