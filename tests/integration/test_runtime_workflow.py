@@ -487,7 +487,7 @@ async def test_similar_items_ranks_related_items_first(tmp_path, server):
         calls = server.request_count
         again = await ks.similar_items(base.id, car.id)  # every text is cached: no embedding call
         assert server.request_count == calls
-        assert [m.candidate.id for m in again.matches] == [apple.id, pie.id] or len(again.matches) == 2
+        assert {m.candidate.id for m in again.matches} == {apple.id, pie.id}  # every other leaf, ranked
 
 
 async def test_a_data_directory_is_used_by_one_process_at_a_time(tmp_path, server):
