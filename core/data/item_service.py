@@ -327,6 +327,22 @@ class KnowledgeItemService:
         # the indexing hot path: the whole transaction runs on the database thread in one hop
         return await self._db.run_in_transaction(lambda conn: _write_status(conn, ids, status, phase, error, data))
 
+    async def complete_many(self, entries: Sequence[tuple[str, ItemData | None]]) -> list[KnowledgeItem]:
+        """Mark several leaves completed (each with its recorded payload, if any) in one
+        transaction, reconciling each parent once: the status half of a group commit."""
+
+        def run(conn: sqlite3.Connection) -> list[KnowledgeItem]:
+            changed: list[KnowledgeItem] = []
+            parents: set[str] = set()
+            for item_id, data in entries:
+                written = _write_status(conn, [item_id], ItemStatus.COMPLETED, None, None, data, reconcile=False)
+                changed.extend(written[:1])
+                if written[0].group_id is not None:
+                    parents.add(written[0].group_id)
+            return changed + _reconcile_many(conn, parents)
+
+        return await self._db.run_in_transaction(run)
+
     async def reconcile(self, container_id: str) -> list[KnowledgeItem]:
         """Recompute a container (and its ancestors) from its own phase and children."""
         return await self._db.run_in_transaction(lambda conn: _reconcile_many(conn, {container_id}))
@@ -397,6 +413,8 @@ def _write_status(
     phase: ItemPhase | None,
     error: str | None,
     data: ItemData | None,
+    *,
+    reconcile: bool = True,
 ) -> list[KnowledgeItem]:
     before: dict[str, Any] = {}
     for part in _chunks(ids):
@@ -422,6 +440,8 @@ def _write_status(
             (status.value, phase.value if phase else None, error, now, *extra, *part),
         ).fetchall()
         updated.update({r["id"]: item_from_row(r) for r in rows})
+    if not reconcile:
+        return [updated[i] for i in ids]
     # a parent's state depends on its children's statuses only: a phase change cannot alter it
     parents = {r["group_id"] for r in before.values() if r["group_id"] is not None and r["status"] != status}
     if status == ItemStatus.PROCESSING and phase is None:

@@ -19,6 +19,9 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from core.config import Settings
 from core.data.base_service import KnowledgeBaseService
@@ -29,6 +32,7 @@ from core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitem
 from core.ingest.pipeline import chunking_signature, read_and_chunk_file
 from core.models import (
     CONTAINER_TYPES,
+    Chunk,
     DirectoryItemData,
     FileItemData,
     ItemChanged,
@@ -95,6 +99,8 @@ class KnowledgeRuntimeService:
         self.watcher = FolderWatcher(self.request_refresh)
         self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout)
         self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
+        self._write_queue: dict[str, list[_PendingWrite]] = {}  # base id -> leaves waiting to be stored
+        self._writers: set[str] = set()  # bases with a group-commit writer running
         self._refreshing: set[str] = set()  # folders whose refresh request is being set up
 
     # --- lifecycle --------------------------------------------------------
@@ -351,12 +357,61 @@ class KnowledgeRuntimeService:
             base.embedding_model_id, [c.text for c in chunks], dimensions=base.dimensions, on_progress=progress
         )
         await writes.wait()
-        async with self.lock(base.id):
-            token.check()
-            store = await self.store(base)
-            await asyncio.to_thread(store.replace_item_chunks, item.id, chunks, vectors)
-            await self._set(item, ItemStatus.COMPLETED, data=recorded)
+        await self._write_chunks(base, _PendingWrite(item, chunks, vectors, recorded, token))
         self._record_chunks(len(chunks))
+
+    async def _write_chunks(self, base: KnowledgeBase, write: _PendingWrite) -> None:
+        """Store a leaf's chunks and mark it completed, as part of a group commit.
+
+        Under the base's write lock, every leaf that finished embedding while the
+        previous write ran is written in one store transaction and completed in one
+        catalogue transaction: the lock is what serialises a base's writes, so paying
+        its cost once per batch rather than once per file is what keeps indexing fast.
+        """
+        self._write_queue.setdefault(base.id, []).append(write)
+        if base.id not in self._writers:
+            self._writers.add(base.id)
+            asyncio.get_running_loop().create_task(self._drain_writes(base))
+        await write.done
+
+    async def _drain_writes(self, base: KnowledgeBase) -> None:
+        try:
+            while self._write_queue.get(base.id):
+                async with self.lock(base.id):
+                    batch = self._write_queue.pop(base.id, [])
+                    live = []
+                    for write in batch:
+                        if write.done.done():
+                            continue  # its task was cancelled
+                        if write.token.interrupted:  # checked under the lock, as the interrupter expects
+                            write.done.set_exception(TaskInterrupted(f"interrupted by {write.token.reason}"))
+                        else:
+                            live.append(write)
+                    if live:
+                        await self._commit_writes(base, live)
+        except Exception as exc:  # a bug guard: no task may wait forever
+            for write in self._write_queue.pop(base.id, []):
+                if not write.done.done():
+                    write.done.set_exception(exc)
+            raise
+        finally:
+            self._writers.discard(base.id)
+
+    async def _commit_writes(self, base: KnowledgeBase, batch: list[_PendingWrite]) -> None:
+        try:
+            store = await self.store(base)
+            await asyncio.to_thread(store.replace_items, [(w.item.id, w.chunks, w.vectors) for w in batch])
+            changed = await self.items.complete_many([(w.item.id, w.recorded) for w in batch])
+        except Exception as exc:
+            if len(batch) == 1:
+                batch[0].done.set_exception(exc)
+                return
+            for write in batch:  # one bad entry must not fail the others: write them one by one
+                await self._commit_writes(base, [write])
+            return
+        self.publish_changes(changed)
+        for write in batch:
+            write.done.set_result(None)
 
     async def _prepare(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
         try:
@@ -545,6 +600,18 @@ class KnowledgeRuntimeService:
 
         self._stats_handle = loop.call_later(delay, emit)
 
+
+
+@dataclass(eq=False)
+class _PendingWrite:
+    """A leaf that finished embedding, waiting for its base's next group commit."""
+
+    item: KnowledgeItem
+    chunks: list[Chunk]
+    vectors: np.ndarray
+    recorded: ItemData | None
+    token: InterruptToken
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class _BackgroundWrite:

@@ -258,56 +258,64 @@ class BaseStore:
         ``vectors`` must be ``(len(chunks), dimensions)``. On any failure the
         transaction is rolled back and the item's previous chunks stay intact.
         """
-        chunks = list(chunks)
-        arr = self._check_vectors(
-            vectors, len(chunks), what=f"vectors for item {item_id}"
-        )
+        return self.replace_items([(item_id, chunks, vectors)])[0]
+
+    def replace_items(
+        self, entries: Sequence[tuple[str, Sequence[Chunk], np.ndarray]]
+    ) -> list[list[str]]:
+        """Replace the chunks of several items in ONE transaction (a group commit: the
+        runtime writes every item that finished embedding while the previous write
+        ran). Returns each item's new chunk ids; on any failure nothing changes."""
         rows = []
-        ids: list[str] = []
-        for index, chunk in enumerate(chunks):
-            text = getattr(chunk, "text", None)
-            if not isinstance(text, str):
-                raise TypeError(f"chunk {index} of item {item_id} has no text")
-            chunk_id = uuid.uuid4().hex
-            ids.append(chunk_id)
-            rows.append(
-                (
-                    chunk_id,
-                    item_id,
-                    index,
-                    text,
-                    _dump_metadata(getattr(chunk, "metadata", None)),
-                    arr[index].tobytes(),
+        ids: list[list[str]] = []
+        arrays: list[np.ndarray] = []
+        for item_id, chunks, vectors in entries:
+            chunks = list(chunks)
+            arr = self._check_vectors(vectors, len(chunks), what=f"vectors for item {item_id}")
+            arrays.append(arr)
+            item_ids: list[str] = []
+            for index, chunk in enumerate(chunks):
+                text = getattr(chunk, "text", None)
+                if not isinstance(text, str):
+                    raise TypeError(f"chunk {index} of item {item_id} has no text")
+                chunk_id = uuid.uuid4().hex
+                item_ids.append(chunk_id)
+                rows.append(
+                    (
+                        chunk_id,
+                        item_id,
+                        index,
+                        text,
+                        _dump_metadata(getattr(chunk, "metadata", None)),
+                        arr[index].tobytes(),
+                    )
                 )
-            )
-        with self._lock, self._sql(f"write chunks of item {item_id}"):
+            ids.append(item_ids)
+        if not entries:
+            return ids
+        item_list = [e[0] for e in entries]
+        what = f"write chunks of {len(item_list)} items" if len(item_list) > 1 else f"write chunks of item {item_list[0]}"
+        with self._lock, self._sql(what):
             index_ = self._ensure_index()
             con = self._con
             con.execute("BEGIN IMMEDIATE")
             try:
-                old = [
-                    r[0]
-                    for r in con.execute(
-                        "SELECT seq FROM chunk WHERE item_id = ?", (item_id,)
-                    )
-                ]
-                con.execute("DELETE FROM chunk WHERE item_id = ?", (item_id,))
+                old: list[int] = []
+                for item_id in item_list:
+                    old.extend(r[0] for r in con.execute("SELECT seq FROM chunk WHERE item_id = ?", (item_id,)))
+                    con.execute("DELETE FROM chunk WHERE item_id = ?", (item_id,))
+                first = con.execute("SELECT coalesce(max(seq), 0) FROM chunk").fetchone()[0]
                 con.executemany(
                     "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector) VALUES (?, ?, ?, ?, ?, ?)",
                     rows,
                 )
-                new = [
-                    r[0]
-                    for r in con.execute(
-                        "SELECT seq FROM chunk WHERE item_id = ? ORDER BY seq",
-                        (item_id,),
-                    )
-                ]
+                new = [r[0] for r in con.execute("SELECT seq FROM chunk WHERE seq > ? ORDER BY seq", (first,))]
                 generation = self._bump_generation()
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+            arr = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
             self._apply(index_, old, np.asarray(new, np.int64), arr, generation)
         return ids
 

@@ -498,3 +498,35 @@ async def test_a_data_directory_is_used_by_one_process_at_a_time(tmp_path, serve
                 pass
     async with open_service(data, server.url) as ks:  # released on close
         assert (await ks.list_bases()).total == 0
+
+
+async def test_leaves_that_finish_together_share_one_group_commit(tmp_path, server):
+    async with open_service(tmp_path / "data", server.url) as ks:
+        base = await ks.create_base("Group")
+        store = await ks._runtime.store(base)
+        commits: list[int] = []
+        real = store.replace_items
+
+        def counting(entries):  # a spy: the real write runs, we only count transactions
+            commits.append(len(entries))
+            return real(entries)
+
+        store.replace_items = counting
+        lock = ks._runtime.lock(base.id)
+        await lock.acquire()  # as if a long write were running
+        items = await ks.add_items(base.id, [ItemInput("note", {"content": f"note {i} on commits"}) for i in range(5)])
+
+        async def all_waiting():
+            return len(ks._runtime._write_queue.get(base.id, [])) == 5
+
+        await wait_for(all_waiting)
+        deleting = asyncio.ensure_future(ks.delete_items(base.id, [items[0].id]))  # interrupts one of them
+        await asyncio.sleep(0.05)
+        lock.release()
+        await deleting
+        assert await ks.wait_idle(timeout=10)
+        assert commits == [4]  # one transaction for the four survivors; the interrupted one never written
+        survivors = [await ks.get_item(i.id) for i in items[1:]]
+        assert {i.status for i in survivors} == {ItemStatus.COMPLETED}
+        assert store.item_ids() == {i.id for i in items[1:]}
+        assert await ks.check_invariants() == []

@@ -319,3 +319,17 @@ def test_concurrent_searches_during_writes_stay_consistent(tmp_path: Path) -> No
     assert store.check_invariants() == []
     assert store.matrix_info().rows < 100  # 450 rows were appended: compaction ran
     store.close()
+
+
+def test_replace_items_writes_several_items_in_one_transaction(store: BaseStore) -> None:
+    store.replace_item_chunks("a", chunks("old apple"), vecs(1, 1))
+    ids = store.replace_items([("a", chunks("new apple", "apple two"), vecs(2, 2)), ("b", chunks("banana"), vecs(1, 3))])
+    assert [len(i) for i in ids] == [2, 1]
+    assert [c.text for c in store.list_chunks(["a", "b"])] == ["new apple", "apple two", "banana"]
+    assert store.search_vector(vecs(1, 3)[0], 1)[0][0] == ids[1][0]
+    assert store.check_invariants() == []
+    # one bad entry refuses the whole batch: nothing of it is written
+    with pytest.raises(VectorShapeError):
+        store.replace_items([("c", chunks("cherry"), vecs(1, 4)), ("a", chunks("x"), np.zeros((1, 3), np.float32))])
+    assert store.item_ids() == {"a", "b"}
+    assert [c.text for c in store.list_chunks(["a"])] == ["new apple", "apple two"]
