@@ -26,7 +26,8 @@ import logging
 import math
 import re
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -353,3 +354,18 @@ __all__ = [
     "rank_docs_by_embedding",
     "service_embedder",
 ]
+
+
+@asynccontextmanager
+async def settings_embedder(settings: Any, model_id: str) -> AsyncIterator[ServiceEmbedder]:
+    """An embedder for `model_id` built from settings alone, for ranking outside any base
+    (`ktui rank`): the embedding service lives as long as the context.
+
+    An unknown provider raises ValidationError at once (a mistake, not a reason to
+    degrade); failures while embedding degrade the ranking as usual.
+    """
+    from core.embeddings import EmbeddingService
+
+    async with EmbeddingService(settings) as service:
+        service.parse_model_id(model_id)
+        yield service_embedder(service, model_id)

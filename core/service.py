@@ -24,8 +24,8 @@ from core.data.item_service import KnowledgeItemService
 from core.data.validation import require_id, require_model_id
 from core.db import Database
 from core.embeddings import EmbeddingService
-from core.lockfile import DataDirLock
 from core.engine import RankResult
+from core.lockfile import DataDirLock
 from core.models import (
     ROOT,
     BaseChanged,
@@ -248,6 +248,13 @@ class KnowledgeService:
             roots = await self._items.list_all(base.id, roots_only=True)
             entries.append(export_entry(base, roots, groups.get(base.group_id) if base.group_id else None))
         return build_export(entries)
+
+    @staticmethod
+    def read_document(path: Path | str) -> dict[str, Any]:
+        """Load an export document or a legacy backup from a file ('-' reads stdin)."""
+        from core.transfer import read_document
+
+        return read_document(path)
 
     async def export_base(self, base_id: Any) -> dict[str, Any]:
         return await self.export_bases([base_id])

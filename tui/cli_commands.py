@@ -284,9 +284,9 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
-    from core.transfer import read_document
+    from core.service import KnowledgeService
 
-    document = read_document(args.file)
+    document = KnowledgeService.read_document(args.file)
     async with service(settings) as ks:
         sub = ks.subscribe()
         report = await ks.import_bases(document)
@@ -563,8 +563,7 @@ def _read_records(path: str | None) -> list[dict[str, Any]]:
 
 async def cmd_rank(settings: Settings, args: argparse.Namespace) -> int:
     """JSON lines in, JSON lines out: `{"rank", "score", "degraded", "record"}` per match."""
-    from core.embeddings import EmbeddingService
-    from core.engine import rank_docs_by_embedding, service_embedder
+    from core.engine import rank_docs_by_embedding, settings_embedder
 
     records = _read_records(args.input)
     for number, record in enumerate(records, 1):
@@ -572,14 +571,13 @@ async def cmd_rank(settings: Settings, args: argparse.Namespace) -> int:
             raise ValidationError.field("field", f"record {number} has no text field '{args.field}'")
     model = args.model or settings.default_embedding_model
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)  # the embedding cache lives there
-    async with EmbeddingService(settings) as embeddings:
-        embeddings.parse_model_id(model)  # an unknown provider is a mistake, not a reason to degrade
+    async with settings_embedder(settings, model) as embedder:
         field = args.field
         result = await rank_docs_by_embedding(
             args.query,
             records,
             content=lambda r: r[field],
-            embedder=service_embedder(embeddings, model),
+            embedder=embedder,
             min_score=args.min_score,
             top_k=args.top_k,
         )
