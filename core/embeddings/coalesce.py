@@ -29,21 +29,46 @@ class _Waiter:
 
 
 class Coalescer:
-    def __init__(self, send: Send, *, max_in_flight: int, batch_size: int):
+    def __init__(self, send: Send, *, max_in_flight: int, batch_size: int,
+                 linger: float = 0.008, busy_calls: int = 3, busy_window: float = 0.05):
         self._send = send
         self._max_in_flight = max(1, max_in_flight)
         self._batch_size = max(1, batch_size)
         self._queue: deque[_Waiter] = deque()
         self._in_flight = 0
+        self._linger = linger
+        self._busy_calls = busy_calls
+        self._busy_window = busy_window
+        self._recent: deque[float] = deque()
+        self._timer: asyncio.TimerHandle | None = None
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """Vectors for `texts` (one row each), possibly sent together with other callers' texts."""
-        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[np.ndarray] = loop.create_future()
         self._queue.append(_Waiter(texts, future))
-        self._pump()
+        now = loop.time()
+        self._recent.append(now)
+        while self._recent and now - self._recent[0] > self._busy_window:
+            self._recent.popleft()
+        queued = sum(len(w.texts) for w in self._queue)
+        if self._linger > 0 and len(self._recent) >= self._busy_calls and queued < self._batch_size:
+            # calls are arriving back to back (an indexing burst): wait a few milliseconds
+            # so that the next ones share this request; a lone call never waits
+            if self._timer is None:
+                self._timer = loop.call_later(self._linger, self._linger_done)
+        else:
+            self._pump()
         return await future
 
+    def _linger_done(self) -> None:
+        self._timer = None
+        self._pump()
+
     def _pump(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         while self._queue and self._in_flight < self._max_in_flight:
             group: list[_Waiter] = []
             size = 0

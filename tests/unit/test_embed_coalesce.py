@@ -65,3 +65,22 @@ async def test_a_cancelled_caller_does_not_disturb_the_others():
     assert (await kept).shape == (1, 2)
     await busy
     assert ["gone"] not in log and all("gone" not in b for b in log[1:])
+
+
+async def test_a_burst_of_calls_lingers_briefly_and_shares_requests_but_a_lone_call_never_waits():
+    log: list[list[str]] = []
+    c = Coalescer(make_send(log, delay=0.001), max_in_flight=4, batch_size=64, linger=0.02)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await c.embed(["alone"])
+    assert loop.time() - start < 0.015  # an idle provider answers a single call without lingering
+    log.clear()
+
+    async def staggered(i: int):
+        await asyncio.sleep(0.002 * i)  # calls arriving back to back, like files finishing their reads
+        return await c.embed([f"t{i}"])
+
+    results = await asyncio.gather(*(staggered(i) for i in range(12)))
+    assert [r.shape for r in results] == [(1, 2)] * 12
+    assert sorted(t for b in log for t in b) == sorted(f"t{i}" for i in range(12))
+    assert len(log) < 12  # the burst shared requests
