@@ -371,6 +371,22 @@ def _inputs(args: argparse.Namespace) -> list[ItemInput]:
     return inputs
 
 
+async def _report_queued(
+    ks: Any, sub: Any, base: KnowledgeBase, items: list[KnowledgeItem], args: argparse.Namespace, verb: str
+) -> int:
+    """What add and reindex print: the queued items, then (with --wait) how each ended."""
+    if not args.json:
+        for item in items:
+            print(f"{verb} {item.type.value} {item.display_name}  {item.id}")
+    outcome = await _wait(ks, sub, items, args) if args.wait else None
+    sub.close()
+    if args.json:
+        dump({"base_id": base.id, "items": [item_json(i) for i in items], "wait": _wait_json(outcome)})
+    elif outcome is None:
+        _not_waited_hint(args)
+    return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
+
+
 async def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
     inputs = _inputs(args)
     async with service(settings) as ks:
@@ -379,16 +395,7 @@ async def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
         created: list[KnowledgeItem] = []
         for start in range(0, len(inputs), BATCH):
             created.extend(await ks.add_items(base.id, inputs[start : start + BATCH]))
-        if not args.json:
-            for item in created:
-                print(f"added {item.type.value} {item.display_name}  {item.id}")
-        outcome = await _wait(ks, sub, created, args) if args.wait else None
-        sub.close()
-        if args.json:
-            dump({"base_id": base.id, "items": [item_json(i) for i in created], "wait": _wait_json(outcome)})
-        elif outcome is None:
-            _not_waited_hint(args)
-    return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
+        return await _report_queued(ks, sub, base, created, args, "added")
 
 
 def _tree_order(items: list[KnowledgeItem]) -> tuple[list[KnowledgeItem], dict[str, int]]:
@@ -439,16 +446,7 @@ async def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
         items = await _resolve_items(ks, base, args.items)
         sub = ks.subscribe()
         fresh = await ks.reindex_items(base.id, [i.id for i in items])
-        if not args.json:
-            for item in fresh:
-                print(f"reindexing {item.type.value} {item.display_name}  {item.id}")
-        outcome = await _wait(ks, sub, fresh, args) if args.wait else None
-        sub.close()
-        if args.json:
-            dump({"base_id": base.id, "items": [item_json(i) for i in fresh], "wait": _wait_json(outcome)})
-        elif outcome is None:
-            _not_waited_hint(args)
-    return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
+        return await _report_queued(ks, sub, base, fresh, args, "reindexing")
 
 
 async def cmd_rm(settings: Settings, args: argparse.Namespace) -> int:

@@ -6,7 +6,6 @@ import asyncio
 import gzip
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -16,22 +15,6 @@ from core.ingest import Fetcher, chunk_documents, read_leaf
 from core.models import ItemType, UrlItemData
 from tests.support.httpserver import Request, Response, routes, serve
 from tests.support.ingest_fixtures import make_pdf
-
-
-@pytest.fixture(scope="module")
-def _server():
-    table: dict = {}
-    with serve(routes(table)) as srv:
-        yield srv, table
-
-
-@pytest.fixture
-def site(_server) -> SimpleNamespace:
-    """One real server per module (starting/stopping one costs ~0.5 s); routes reset per test."""
-    srv, table = _server
-    table.clear()
-    return SimpleNamespace(url=srv.url, table=table)
-
 
 ARTICLE = "<p>" + " ".join(["Vector search finds passages that mean the same thing as the query."] * 8) + "</p>"
 HTML = f"""<!doctype html><html><head><title>Guide</title></head><body><nav>Menu Home About</nav>

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import gzip
-from types import SimpleNamespace
 
 import pytest
 
 from core.config import IngestSettings
 from core.errors import IngestError
 from core.ingest import Fetcher, expand_sitemap
-from tests.support.httpserver import Response, routes, serve
-
-
-@pytest.fixture(scope="module")
-def _server():
-    table: dict = {}
-    with serve(routes(table)) as srv:
-        yield srv, table
-
-
-@pytest.fixture
-def site(_server) -> SimpleNamespace:
-    """One real server per module (starting/stopping one costs ~0.5 s); routes reset per test."""
-    srv, table = _server
-    table.clear()
-    return SimpleNamespace(url=srv.url, table=table)
-
+from tests.support.httpserver import Response
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 XML = {"Content-Type": "application/xml"}
