@@ -9,6 +9,7 @@ review the pictures before committing them.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,16 @@ tmp_path would change the figures in the picture from run to run."""
 
 @pytest.fixture
 def corpus() -> Iterator[Path]:
+    # the fixed path is shared by every test process (pytest -n 2): hold a lock for the test
+    lock = open(f"{FIXED_ROOT}.lock", "w")  # noqa: SIM115 - closed (and unlocked) below
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        yield from _fixed_corpus()
+    finally:
+        lock.close()
+
+
+def _fixed_corpus() -> Iterator[Path]:
     shutil.rmtree(FIXED_ROOT, ignore_errors=True)
     tmp_path = FIXED_ROOT
     root = tmp_path / "corpus"
