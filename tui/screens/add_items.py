@@ -25,7 +25,7 @@ from textual.widgets import (
 )
 
 from core.models import ItemInput
-from tui.screens.common import Dialog, Loaded
+from tui.screens.common import FormDialog, Loaded
 
 
 class FolderTree(DirectoryTree):
@@ -40,8 +40,10 @@ class FileTree(DirectoryTree):
         return [p for p in paths if not p.name.startswith(".")]
 
 
-class AddItemsScreen(Dialog):
+class AddItemsScreen(FormDialog):
     """dismiss(list[KnowledgeItem]) once accepted, None on cancel."""
+
+    SUBMIT_BUTTON = "add"
 
     def __init__(self, base_id: str, base_name: str, start_dir: Path, initial_tab: str = "file") -> None:
         super().__init__()
@@ -94,16 +96,6 @@ class AddItemsScreen(Dialog):
     def on_directory_tree_directory_selected(self, event: DirectoryTree.DirectorySelected) -> None:
         if event.control.id == "folder-tree":
             self.query_one("#folder-path", Input).value = str(event.path)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "add":
-            self.action_submit()
-        else:
-            self.dismiss(None)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.action_submit()
 
     def build_input(self) -> ItemInput | None:
         tab = self.query_one(TabbedContent).active

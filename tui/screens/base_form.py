@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static
 
 from core.models import KnowledgeBase, ModelListing
-from tui.screens.common import Dialog, Loaded
+from tui.screens.common import FormDialog, Loaded
 
 SEARCH_MODES = [("hybrid", "hybrid"), ("vector (default)", "default"), ("bm25 (keywords)", "bm25")]
 
@@ -24,8 +24,10 @@ def _field(label: str, widget: Any) -> Horizontal:
     return Horizontal(Label(label, classes="field-label"), widget, classes="field")
 
 
-class BaseFormScreen(Dialog):
+class BaseFormScreen(FormDialog):
     """dismiss(KnowledgeBase) after a successful create/update, None on cancel."""
+
+    SUBMIT_BUTTON = "save"
 
     def __init__(self, base: KnowledgeBase | None = None, group_name: str = "", default_model: str = "") -> None:
         super().__init__()
@@ -133,16 +135,6 @@ class BaseFormScreen(Dialog):
             self.run_call(f"dims:{self._probe_serial}", self.ks.detect_dimensions(model))
 
     # --- submit --------------------------------------------------------------
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "save":
-            self.action_submit()
-        else:
-            self.dismiss(None)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.action_submit()
 
     def _value(self, wid: str) -> str:
         return self.query_one(f"#{wid}", Input).value.strip()

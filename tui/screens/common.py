@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Button, Input, Static
 
 from core.errors import KnowledgeError, ValidationError
 
@@ -67,3 +67,22 @@ class Dialog(ModalScreen):
                 self.post_message(Loaded(what, value))
 
         self.run_worker(call(), group=what, exit_on_error=False)
+
+
+class FormDialog(Dialog):
+    """A dialog with a form: its submit button (and, where `SUBMIT_ON_ENTER`, Enter in a
+    field) runs `action_submit`; any other button cancels."""
+
+    SUBMIT_BUTTON: ClassVar[str] = "submit"
+    SUBMIT_ON_ENTER: ClassVar[bool] = True
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == self.SUBMIT_BUTTON:
+            self.action_submit()
+        else:
+            self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self.SUBMIT_ON_ENTER:
+            event.stop()
+            self.action_submit()

@@ -7,11 +7,14 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
 from core.models import KnowledgeBase, ModelListing
-from tui.screens.common import Dialog, Loaded
+from tui.screens.common import FormDialog, Loaded
 
 
-class RestoreScreen(Dialog):
+class RestoreScreen(FormDialog):
     """dismiss(new KnowledgeBase) after a successful restore, None on cancel."""
+
+    SUBMIT_BUTTON = "restore"
+    SUBMIT_ON_ENTER = False
 
     def __init__(self, base: KnowledgeBase, default_model: str) -> None:
         super().__init__()
@@ -81,12 +84,6 @@ class RestoreScreen(Dialog):
                 self.show_error(message.error)
             else:
                 self.dismiss(message.value)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "restore":
-            self.action_submit()
-        else:
-            self.dismiss(None)
 
     def action_submit(self) -> None:
         model = self.query_one("#model", Select).value
