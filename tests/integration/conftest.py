@@ -6,6 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from core.data.base_service import KnowledgeBaseService
+from core.data.item_service import KnowledgeItemService
+from core.db import Database
 from tests.support.httpserver import routes, serve
 
 
@@ -23,3 +26,21 @@ def site(_site_server) -> SimpleNamespace:
     srv, table = _site_server
     table.clear()
     return SimpleNamespace(url=srv.url, table=table)
+
+
+@pytest.fixture
+async def db(tmp_path):
+    """A fresh catalogue database in the test's temporary directory."""
+    database = await Database.open(tmp_path / "data")
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+def bases(db):
+    return KnowledgeBaseService(db)
+
+
+@pytest.fixture
+def items(db):
+    return KnowledgeItemService(db)

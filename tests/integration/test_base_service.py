@@ -10,18 +10,10 @@ import pytest
 import core.data.base_service as base_service_module
 import core.db as dbmod
 from core.data.base_service import KnowledgeBaseService
-from core.db import Database
 from core.errors import NotFoundError, ValidationError
 from core.models import BaseStatus, KnowledgeBaseErrorCode, SearchMode
 
 MODEL = "builtin::wordllama"
-
-
-@pytest.fixture
-async def db(tmp_path):
-    database = await Database.open(tmp_path / "data")
-    yield database
-    await database.close()
 
 
 @pytest.fixture

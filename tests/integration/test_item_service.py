@@ -10,8 +10,7 @@ import pytest
 
 import core.data.item_service as item_service_module
 import core.db as dbmod
-from core.data.base_service import KnowledgeBaseService
-from core.data.item_service import ChildSpec, KnowledgeItemService
+from core.data.item_service import ChildSpec
 from core.data.validation import ValidItem, validate_item_input
 from core.db import Database
 from core.errors import NotFoundError, ValidationError
@@ -27,23 +26,6 @@ from core.models import (
     SitemapItemData,
     UrlItemData,
 )
-
-
-@pytest.fixture
-async def db(tmp_path):
-    database = await Database.open(tmp_path / "data")
-    yield database
-    await database.close()
-
-
-@pytest.fixture
-def bases(db):
-    return KnowledgeBaseService(db)
-
-
-@pytest.fixture
-def items(db):
-    return KnowledgeItemService(db)
 
 
 @pytest.fixture

@@ -16,7 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.data.base_service import KnowledgeBaseService
-from core.data.item_service import CHILD_FAILED_MESSAGE, ChildSpec, KnowledgeItemService, derive_container_state
+from core.data.item_service import (
+    CHILD_FAILED_MESSAGE,
+    ChildSpec,
+    KnowledgeItemService,
+    derive_container_state,
+)
 from core.data.validation import ValidItem
 from core.db import Database
 from core.models import (
@@ -31,18 +36,6 @@ from core.models import (
 )
 
 S = ItemStatus
-
-
-@pytest.fixture
-async def db(tmp_path):
-    database = await Database.open(tmp_path / "data")
-    yield database
-    await database.close()
-
-
-@pytest.fixture
-def items(db):
-    return KnowledgeItemService(db)
 
 
 @pytest.fixture
