@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -238,6 +238,20 @@ def parse_document(doc: Any) -> ParsedDocument:
     )
 
 
+def _base_entries(bases: list[Any], parsed: ParsedDocument) -> Iterator[tuple[dict[str, Any], BaseImportReport]]:
+    """The usable base objects of a document, each with a fresh report; entries that are
+    not objects or have no name are recorded as skipped."""
+    for index, raw in enumerate(bases):
+        if not isinstance(raw, dict):
+            parsed.skipped_bases.append(SkippedEntry(f"bases[{index}]", "not an object"))
+            continue
+        name = _clean_name(raw.get("name"))
+        if name is None:
+            parsed.skipped_bases.append(SkippedEntry(f"bases[{index}]", "has no name"))
+            continue
+        yield raw, BaseImportReport(name=name, source_id=_str_or_none(raw.get("id")))
+
+
 def parse_export(doc: dict[str, Any]) -> ParsedDocument:
     version = doc.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -250,15 +264,8 @@ def parse_export(doc: dict[str, Any]) -> ParsedDocument:
     if not isinstance(bases, list):
         raise ValidationError.field("bases", "must be a list")
     parsed = ParsedDocument(EXPORT_FORMAT, [])
-    for index, raw in enumerate(bases):
-        if not isinstance(raw, dict):
-            parsed.skipped_bases.append(SkippedEntry(f"bases[{index}]", "not an object"))
-            continue
-        name = _clean_name(raw.get("name"))
-        if name is None:
-            parsed.skipped_bases.append(SkippedEntry(f"bases[{index}]", "has no name"))
-            continue
-        report = BaseImportReport(name=name, source_id=_str_or_none(raw.get("id")))
+    for raw, report in _base_entries(bases, parsed):
+        name = report.name
         model = _model_or_none(raw.get("embedding_model_id"))
         report.requested_model_id = model
         dims = _dims_or_none(raw.get("dimensions"))
@@ -308,15 +315,8 @@ def parse_legacy_backup(doc: dict[str, Any]) -> ParsedDocument:
     files = _rows_by_id(idb.get("files"))
 
     parsed = ParsedDocument("legacy-backup", [])
-    for index, raw in enumerate(bases):
-        if not isinstance(raw, dict):
-            parsed.skipped_bases.append(SkippedEntry(f"bases[{index}]", "not an object"))
-            continue
-        name = _clean_name(raw.get("name"))
-        if name is None:
-            parsed.skipped_bases.append(SkippedEntry(f"bases[{index}]", "has no name"))
-            continue
-        report = BaseImportReport(name=name, source_id=_str_or_none(raw.get("id")))
+    for raw, report in _base_entries(bases, parsed):
+        name = report.name
         model = legacy_model_id(raw.get("model"))
         report.requested_model_id = model
         if model is None:
