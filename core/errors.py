@@ -92,7 +92,15 @@ class IngestError(KnowledgeError):
 
 
 class ProviderError(KnowledgeError):
-    """An embedding or rerank provider failed; the message says what to do next."""
+    """An embedding or rerank provider failed; the message says what to do next.
+
+    `status` is the HTTP status the server answered, when it answered one: a
+    provider uses it to tell "you sent a field I do not know" (400/422) from the rest.
+    """
+
+    def __init__(self, message: str = "", *, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class ProviderUnavailableError(ProviderError):

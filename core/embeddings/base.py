@@ -7,6 +7,8 @@ live in `registry.EmbeddingService`, so a provider never sees a cache hit.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -63,8 +65,10 @@ def model_id(provider: str, model: str) -> str:
 def to_matrix(rows: Any, expected_rows: int, where: str) -> np.ndarray:
     """Validate a provider's list of vectors and turn it into a float32 matrix.
 
-    Raises EmbeddingShapeError naming `where` (provider + model) and saying what
-    was wrong: not a list, wrong count, an empty vector, mixed widths, non-numbers.
+    Rows are lists of numbers or, when every row is a string, base64 float32
+    (`encoding_format: "base64"`). Raises EmbeddingShapeError naming `where`
+    (provider + model) and saying what was wrong: not a list, wrong count, an
+    empty vector, mixed widths, non-numbers, bad base64.
     """
     if not isinstance(rows, (list, tuple)):
         raise EmbeddingShapeError(
@@ -78,9 +82,11 @@ def to_matrix(rows: Any, expected_rows: int, where: str) -> np.ndarray:
         )
     if expected_rows == 0:
         return np.zeros((0, 0), dtype=np.float32)
+    if all(isinstance(row, str) for row in rows):
+        rows = [decode_base64_vector(row, i, where) for i, row in enumerate(rows)]
     width: int | None = None
     for i, row in enumerate(rows):
-        if not isinstance(row, (list, tuple)):
+        if not isinstance(row, (list, tuple, np.ndarray)):
             raise EmbeddingShapeError(
                 f"{where} answered a response of the wrong shape: item {i} is not a list of numbers."
             )
@@ -104,6 +110,23 @@ def to_matrix(rows: Any, expected_rows: int, where: str) -> np.ndarray:
     if not np.isfinite(matrix).all():
         raise EmbeddingShapeError(f"{where} answered vectors containing NaN or infinity.")
     return matrix
+
+
+def decode_base64_vector(text: str, index: int, where: str) -> np.ndarray:
+    """One `encoding_format: "base64"` vector: little-endian float32 bytes, base64-encoded.
+
+    This is what the OpenAI API (and vLLM, llama.cpp, TEI...) send when asked; it
+    spares both sides printing and parsing hundreds of decimal floats per vector.
+    """
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise EmbeddingShapeError(f"{where} answered item {index} as a string that is not base64.") from None
+    if len(raw) % 4:
+        raise EmbeddingShapeError(
+            f"{where} answered item {index} as {len(raw)} base64 bytes, not a whole number of float32 values."
+        )
+    return np.frombuffer(raw, dtype="<f4")
 
 
 def check_width(matrix: np.ndarray, dimensions: int | None, where: str) -> None:

@@ -184,15 +184,17 @@ class ProviderHttp:
                 hint = not_found_hint or "check the model name (`ktui models`) and the provider's base_url"
                 return ModelNotFoundError(
                     f"The {self.label} at {self.base_url} does not know model '{model}' (HTTP {status}: {detail}). "
-                    f"Next: {hint}."
+                    f"Next: {hint}.", status=status
                 )
-            return ProviderError(f"The {self.label} has no endpoint {url} (HTTP 404). Check its base_url.")
+            return ProviderError(f"The {self.label} has no endpoint {url} (HTTP 404). Check its base_url.", status=status)
         if status in (401, 403):
             env = self.config.api_key_env
             fix = (f"check the API key in ${env}" if env
                    else f"set providers.{self.config.name}.api_key_env to the variable holding your key")
-            return ProviderError(f"The {self.label} refused the request (HTTP {status}: {detail}). Next: {fix}.")
-        return ProviderError(f"The {self.label} rejected the request to {url} (HTTP {status}: {detail}).")
+            return ProviderError(f"The {self.label} refused the request (HTTP {status}: {detail}). Next: {fix}.",
+                                 status=status)
+        return ProviderError(f"The {self.label} rejected the request to {url} (HTTP {status}: {detail}).",
+                             status=status)
 
     async def aclose(self) -> None:
         if self._client is not None:

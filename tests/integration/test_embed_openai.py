@@ -198,3 +198,81 @@ async def test_concurrency_limit_per_provider(tmp_path, server, shared):
         out = await svc.embed("oai::m", [f"t{i}" for i in range(8)])
         await svc.aclose()
     assert out.shape == (8, 2) and active["max"] == 2
+
+
+# --- encoding_format: base64 first, floats for servers that refuse it ---------------------
+
+
+@pytest.mark.parametrize("mode", ["answer", "ignore", "refuse"])
+async def test_base64_answered_ignored_or_refused_gives_the_same_vectors(tmp_path, mode):
+    texts = ["hello world", "good bye", "base64 or floats"]
+    with start_embedding_server(DIMS, base64=mode) as srv:
+        svc = service(tmp_path, srv.url)
+        first = await svc.embed("oai::m", texts[:2])
+        second = await svc.embed("oai::m", texts[2:])
+        await svc.aclose()
+        seen = srv.encodings_seen
+    np.testing.assert_allclose(np.vstack([first, second]), deterministic_vectors(texts, DIMS), atol=1e-6)
+    assert first.dtype == np.float32
+    if mode == "refuse":  # asked once, refused, floats from then on
+        assert seen == ["base64", "float", "float"]
+    else:
+        assert seen == ["base64", "base64"]
+
+
+async def test_a_400_that_floats_do_not_fix_is_reported_and_base64_is_kept(tmp_path, shared):
+    seen: list[str] = []
+
+    def handler(req: Request) -> Response:
+        seen.append(req.json()["encoding_format"])
+        if len(seen) <= 2:
+            return Response.json({"error": "input too long"}, 400)
+        return Response.json({"data": [{"index": 0, "embedding": [1.0, 0.0]}]})
+
+    with shared.serve(handler) as srv:
+        svc = service(tmp_path, srv.url)
+        with pytest.raises(ProviderError, match="HTTP 400: input too long") as caught:
+            await svc.embed("oai::m", ["x"])
+        assert caught.value.status == 400
+        await svc.embed("oai::m", ["y"])
+        await svc.aclose()
+    assert seen == ["base64", "float", "base64"]
+
+
+async def test_unknown_model_is_not_retried_as_floats(tmp_path, server):
+    svc = service(tmp_path, server.url)
+    with pytest.raises(ModelNotFoundError):
+        await svc.embed("oai::nope", ["x"])
+    await svc.aclose()
+    assert server.request_count == 1
+
+
+@pytest.mark.parametrize(
+    ("embedding", "message"),
+    [
+        ("not base64!", "not base64"),
+        ("AAAA", "3 base64 bytes, not a whole number of float32 values"),
+        ("", "empty vector"),
+        ("AACAfw==", "NaN or infinity"),  # +inf as float32
+    ],
+)
+async def test_bad_base64_vectors_are_shape_errors(tmp_path, shared, embedding, message):
+    def handler(req: Request) -> Response:
+        return Response.json({"data": [{"index": 0, "embedding": embedding}]})
+
+    with shared.serve(handler) as srv:
+        svc = service(tmp_path, srv.url)
+        with pytest.raises(EmbeddingShapeError, match=message):
+            await svc.embed("oai::m", ["x"])
+        await svc.aclose()
+
+
+async def test_mixed_base64_and_float_rows_are_a_shape_error(tmp_path, shared):
+    def handler(req: Request) -> Response:
+        return Response.json({"data": [{"index": 0, "embedding": "AACAPw=="}, {"index": 1, "embedding": [1.0]}]})
+
+    with shared.serve(handler) as srv:
+        svc = service(tmp_path, srv.url)
+        with pytest.raises(EmbeddingShapeError, match="item 0 is not a list of numbers"):
+            await svc.embed("oai::m", ["x", "y"])
+        await svc.aclose()

@@ -169,7 +169,7 @@ async def test_engine_adapter_uses_service(tmp_path, server):
     res = await rank_docs_by_embedding("vectors from embedding models", docs, content=str,
                                        embedder=service_embedder(svc, "local::m"))
     assert not res.degraded and res.matches[0].candidate == docs[1]
-    server.faults.fail(400, times=1)  # a provider failure degrades the engine, never raises
+    server.faults.fail(401, times=1)  # a provider failure degrades the engine, never raises
     clear_session_cache()
     res = await rank_docs_by_embedding("bread", docs + ["new doc"], content=str,
                                        embedder=service_embedder(svc, "local::m"))

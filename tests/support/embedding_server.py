@@ -2,8 +2,11 @@
 
 It speaks two protocols over real HTTP/1.1 (keep-alive) sockets:
 
-* OpenAI-compatible: ``POST /v1/embeddings {model, input, dimensions?}`` ->
+* OpenAI-compatible: ``POST /v1/embeddings {model, input, dimensions?, encoding_format?}`` ->
   ``{object, data: [{object, index, embedding}], model, usage}``; ``GET /v1/models``.
+  ``encoding_format: "base64"`` answers each embedding as base64 little-endian
+  float32, like OpenAI; ``base64="ignore"`` answers floats anyway (servers that do
+  not know the field) and ``base64="refuse"`` answers HTTP 400 (strict servers).
 * Ollama: ``POST /api/embed {model, input, truncate?}`` -> ``{model, embeddings}``;
   ``GET /api/tags``; ``POST /api/show {model}`` (``model_info.<arch>.embedding_length``).
 
@@ -27,6 +30,7 @@ travel over a small control endpoint (``/_control/...``), with the same API.
 from __future__ import annotations
 
 import asyncio
+import base64 as b64
 import contextlib
 import json
 import os
@@ -244,7 +248,8 @@ class _RemoteFaults:
 
 # --- the server -----------------------------------------------------------
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+BASE64_MODES = ("answer", "ignore", "refuse")
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error",
             502: "Bad Gateway", 503: "Service Unavailable"}
 
 
@@ -255,10 +260,15 @@ class _Drop(Exception):
 class EmbeddingServerCore:
     """Protocol logic, independent of how the socket is served."""
 
-    def __init__(self, dims: int = DEFAULT_DIMS, models: Sequence[str] = DEFAULT_MODELS, *, strict_models: bool = False):
+    def __init__(self, dims: int = DEFAULT_DIMS, models: Sequence[str] = DEFAULT_MODELS, *, strict_models: bool = False,
+                 base64: str = "answer"):
+        if base64 not in BASE64_MODES:
+            raise ValueError(f"base64 must be one of {BASE64_MODES}")
         self.dims = dims
         self.models = list(models)
         self.strict_models = strict_models
+        self.base64 = base64
+        self.encodings_seen: list[str] = []  # encoding_format of each OpenAI embedding request
         self.faults = Faults()
         self._lock = threading.Lock()
         self.request_count = 0  # embedding requests (POST /v1/embeddings, /api/embed)
@@ -297,7 +307,8 @@ class EmbeddingServerCore:
             return 200, b"{}", 0.0
         if path == "/_control/stats":
             stats = {"request_count": self.request_count, "texts_embedded": self.texts_embedded,
-                     "requests_total": self.requests_total, "faults_pending": self.faults.pending}
+                     "requests_total": self.requests_total, "faults_pending": self.faults.pending,
+                     "encodings_seen": self.encodings_seen}
             return 200, json.dumps(stats).encode(), 0.0
         return 404, b'{"error": "no such control endpoint"}', 0.0
 
@@ -336,6 +347,13 @@ class EmbeddingServerCore:
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise ValueError("input must be a string or a list of strings")
         dims = int(req.get("dimensions") or self.dims) if not ollama else self.dims
+        encoding = "float" if ollama else str(req.get("encoding_format") or "float")
+        if not ollama:
+            with self._lock:
+                self.encodings_seen.append(encoding)
+        if encoding == "base64" and self.base64 == "refuse":
+            return 400, {"error": {"message": "encoding_format: unsupported value 'base64'; use 'float'",
+                                   "type": "invalid_request_error"}}
         with self._lock:
             self.texts_embedded += len(texts)
         kind = fault.kind if fault is not None else None
@@ -345,6 +363,11 @@ class EmbeddingServerCore:
         rows = [[] for _ in texts] if kind == "empty_vectors" else vecs.tolist()
         if kind == "wrong_shape":
             rows = rows[:-1] if len(rows) > 1 else [0.5]  # one missing / a number instead of a vector
+        if encoding == "base64" and self.base64 == "answer" and kind != "wrong_shape":
+            if kind == "empty_vectors":
+                rows = ["" for _ in texts]
+            else:
+                rows = [b64.b64encode(v.astype("<f4").tobytes()).decode("ascii") for v in vecs]
         if ollama:
             return 200, {"model": model, "embeddings": rows}
         return 200, {
@@ -482,11 +505,11 @@ class EmbeddingServerHandle:
     def ollama_url(self) -> str:
         return self.url
 
-    def _stats(self) -> dict[str, int]:
+    def _stats(self) -> dict[str, Any]:
         if self._thread:
             c = self._thread.core
             return {"request_count": c.request_count, "texts_embedded": c.texts_embedded,
-                    "requests_total": c.requests_total}
+                    "requests_total": c.requests_total, "encodings_seen": list(c.encodings_seen)}
         return self._control("GET", "/_control/stats")
 
     @property
@@ -501,6 +524,11 @@ class EmbeddingServerHandle:
     @property
     def requests_total(self) -> int:
         return int(self._stats()["requests_total"])
+
+    @property
+    def encodings_seen(self) -> list[str]:
+        """The `encoding_format` of each OpenAI-style embedding request, in order."""
+        return list(self._stats()["encodings_seen"])
 
     def vector(self, text: str) -> np.ndarray:
         return deterministic_vector(text, self.dims)
@@ -541,15 +569,18 @@ class EmbeddingServerHandle:
 
 
 def start_embedding_server(dims: int = DEFAULT_DIMS, *, models: Sequence[str] = DEFAULT_MODELS,
-                           strict_models: bool = False, subprocess: bool = False) -> EmbeddingServerHandle:
+                           strict_models: bool = False, base64: str = "answer",
+                           subprocess: bool = False) -> EmbeddingServerHandle:
     """Start a server on 127.0.0.1 (a free port) and return its handle.
 
     `strict_models=True` answers 404 for models not in `models` (to test "model not
-    found"); by default any model name is accepted. `subprocess=True` runs it in a
-    child process (for benchmarks: no GIL contention with the code under test).
+    found"); by default any model name is accepted. `base64` is "answer" (like
+    OpenAI), "ignore" (floats whatever was asked) or "refuse" (HTTP 400).
+    `subprocess=True` runs it in a child process (for benchmarks: no GIL contention
+    with the code under test).
     """
     if not subprocess:
-        core = EmbeddingServerCore(dims, models, strict_models=strict_models)
+        core = EmbeddingServerCore(dims, models, strict_models=strict_models, base64=base64)
         thread = _ThreadServer(core)
         return EmbeddingServerHandle(dims, thread=thread, port=thread.port)
     import subprocess as sp
@@ -558,6 +589,7 @@ def start_embedding_server(dims: int = DEFAULT_DIMS, *, models: Sequence[str] = 
     cmd = [sys.executable, "-m", "tests.support.embedding_server", "--dims", str(dims), "--models", ",".join(models)]
     if strict_models:
         cmd.append("--strict-models")
+    cmd += ["--base64", base64]
     proc = sp.Popen(cmd, cwd=root, stdout=sp.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -601,8 +633,10 @@ def _main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
     ap.add_argument("--strict-models", action="store_true")
+    ap.add_argument("--base64", choices=BASE64_MODES, default="answer")
     args = ap.parse_args(argv)
-    core = EmbeddingServerCore(args.dims, [m for m in args.models.split(",") if m], strict_models=args.strict_models)
+    core = EmbeddingServerCore(args.dims, [m for m in args.models.split(",") if m], strict_models=args.strict_models,
+                                base64=args.base64)
 
     async def main() -> None:
         server = await asyncio.start_server(lambda r, w: _serve_connection(core, r, w), "127.0.0.1", args.port,
