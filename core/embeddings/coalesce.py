@@ -8,6 +8,14 @@ slot, and otherwise queues them; when a request finishes, everything queued
 (up to the batch size) leaves as one request. So there is no added latency when
 the provider is idle, and requests grow exactly when the provider is the
 bottleneck.
+
+During a burst (calls arriving back to back) it also lingers a few milliseconds
+so the next callers share the request. How many callers a burst brings is
+learned: calls less than a linger apart form a cluster, and the largest of the
+last few clusters is the expected burst. Once the current cluster has that many
+callers the request leaves at once: with five indexing tasks that reach their
+embedding step within a few milliseconds of each other, waiting out the rest of
+the linger after the fifth has arrived is pure idle time.
 """
 
 from __future__ import annotations
@@ -41,6 +49,14 @@ class Coalescer:
         self._busy_window = busy_window
         self._recent: deque[float] = deque()
         self._timer: asyncio.TimerHandle | None = None
+        self._clusters: deque[int] = deque(maxlen=8)  # sizes of the last clusters of calls
+        self._cluster = 0  # calls in the current cluster
+        self._last_call = float("-inf")
+
+    @property
+    def burst(self) -> int | None:
+        """Callers a burst is expected to bring (None until a cluster has ended)."""
+        return max(self._clusters) if self._clusters else None
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """Vectors for `texts` (one row each), possibly sent together with other callers' texts."""
@@ -51,8 +67,16 @@ class Coalescer:
         self._recent.append(now)
         while self._recent and now - self._recent[0] > self._busy_window:
             self._recent.popleft()
+        if now - self._last_call > self._linger:  # a quiet gap: the previous cluster is over
+            if self._cluster:
+                self._clusters.append(self._cluster)
+            self._cluster = 0
+        self._cluster += 1
+        self._last_call = now
         queued = sum(len(w.texts) for w in self._queue)
-        if self._linger > 0 and len(self._recent) >= self._busy_calls and queued < self._batch_size:
+        burst = self.burst
+        if (self._linger > 0 and len(self._recent) >= self._busy_calls and queued < self._batch_size
+                and (burst is None or self._cluster < burst)):
             # calls are arriving back to back (an indexing burst): wait a few milliseconds
             # so that the next ones share this request; a lone call never waits
             if self._timer is None:

@@ -84,3 +84,41 @@ async def test_a_burst_of_calls_lingers_briefly_and_shares_requests_but_a_lone_c
     assert [r.shape for r in results] == [(1, 2)] * 12
     assert sorted(t for b in log for t in b) == sorted(f"t{i}" for i in range(12))
     assert len(log) < 12  # the burst shared requests
+
+
+async def test_a_repeating_burst_is_learned_and_leaves_as_soon_as_it_is_complete():
+    """Five callers arriving a millisecond apart, round after round (indexing tasks in
+    step): once a burst of five has been seen, the request leaves when the fifth
+    arrives instead of after the linger."""
+    log: list[list[str]] = []
+    linger = 0.02
+    c = Coalescer(make_send(log, delay=0.001), max_in_flight=2, batch_size=64, linger=linger, busy_window=0.2)
+    loop = asyncio.get_running_loop()
+
+    async def caller(round_: int, i: int) -> None:
+        await asyncio.sleep(0.001 * i)
+        await c.embed([f"r{round_}c{i}"])
+
+    durations = []
+    for round_ in range(4):
+        start = loop.time()
+        await asyncio.gather(*(caller(round_, i) for i in range(5)))
+        durations.append(loop.time() - start)
+        await asyncio.sleep(linger * 1.5)  # the quiet gap that ends a burst
+    assert c.burst == 5
+    assert all(d < linger for d in durations[2:]), durations  # no waiting out the linger any more
+    assert [sorted(b) for b in log[-2:]] == [[f"r{r}c{i}" for i in range(5)] for r in (2, 3)]
+
+
+async def test_a_smaller_burst_still_leaves_after_the_linger():
+    log: list[list[str]] = []
+    linger = 0.03
+    c = Coalescer(make_send(log, delay=0.001), max_in_flight=2, batch_size=64, linger=linger)
+    loop = asyncio.get_running_loop()
+    for size in (5, 5, 3):
+        start = loop.time()
+        await asyncio.gather(*(c.embed([f"{size}-{i}"]) for i in range(size)))
+        elapsed = loop.time() - start
+        await asyncio.sleep(linger * 1.5)
+    assert elapsed >= linger * 0.9  # three of an expected five: it waited for the others, then went
+    assert sorted(log[-1]) == [f"3-{i}" for i in range(3)]
