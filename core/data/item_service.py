@@ -327,6 +327,26 @@ class KnowledgeItemService:
         # the indexing hot path: the whole transaction runs on the database thread in one hop
         return await self._db.run_in_transaction(lambda conn: _write_status(conn, ids, status, phase, error, data))
 
+    async def set_states(
+        self, entries: Sequence[tuple[str, ItemStatus, ItemPhase | None]]
+    ) -> list[KnowledgeItem]:
+        """Write several items' (status, phase) in one transaction, reconciling their
+        ancestors: the runtime's group commit of the phase changes of concurrent tasks.
+        Returns every changed item once (its latest state)."""
+        groups: dict[tuple[ItemStatus, ItemPhase | None], list[str]] = {}
+        for item_id, status, phase in entries:
+            key = (require_status(status), require_phase(phase))
+            groups.setdefault(key, []).append(item_id)
+
+        def run(conn: sqlite3.Connection) -> list[KnowledgeItem]:
+            changed: dict[str, KnowledgeItem] = {}
+            for (status, phase), ids in groups.items():
+                for item in _write_status(conn, list(dict.fromkeys(ids)), status, phase, None, None):
+                    changed[item.id] = item
+            return list(changed.values())
+
+        return await self._db.run_in_transaction(run)
+
     async def complete_many(self, entries: Sequence[tuple[str, ItemData | None]]) -> list[KnowledgeItem]:
         """Mark several leaves completed (each with its recorded payload, if any) in one
         transaction, reconciling each parent once: the status half of a group commit."""

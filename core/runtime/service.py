@@ -19,7 +19,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from core.models import (
     UrlItemData,
 )
 from core.runtime.events import EventBus
+from core.runtime.group_commit import GroupCommit
 from core.runtime.parse_pool import ParsePool
 from core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
 from core.runtime.refresh import plan_refresh
@@ -99,8 +100,8 @@ class KnowledgeRuntimeService:
         self.watcher = FolderWatcher(self.request_refresh)
         self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout)
         self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
-        self._write_queue: dict[str, list[_PendingWrite]] = {}  # base id -> leaves waiting to be stored
-        self._writers: set[str] = set()  # bases with a group-commit writer running
+        self._chunk_writes: dict[str, GroupCommit[_PendingWrite]] = {}  # base id -> leaves waiting to be stored
+        self._phase_writes: GroupCommit[_PhaseWrite] = GroupCommit(self._commit_phases)
         self._refreshing: set[str] = set()  # folders whose refresh request is being set up
 
     # --- lifecycle --------------------------------------------------------
@@ -279,6 +280,7 @@ class KnowledgeRuntimeService:
 
     def forget_base(self, base_id: str) -> None:
         self._locks.pop(base_id, None)
+        self._chunk_writes.pop(base_id, None)
 
     async def store(self, base: KnowledgeBase) -> BaseStore:
         if base.dimensions is None:
@@ -312,7 +314,7 @@ class KnowledgeRuntimeService:
         token.check()
         # phase writes go out in the background and are awaited before the next write
         # of this item, so reading overlaps the database round trip
-        writes.pending = asyncio.ensure_future(self._set(item, ItemStatus.PROCESSING, ItemPhase.READING))
+        writes.pending = asyncio.ensure_future(self._phase_writes.submit(_PhaseWrite(item, ItemPhase.READING)))
         recorded = None
         if isinstance(item.data, FileItemData):
             # one thread hop: fingerprint, read, parse and chunk
@@ -343,7 +345,7 @@ class KnowledgeRuntimeService:
         token.check()
         await writes.wait()
         writes.pending = asyncio.ensure_future(
-            self._set(item, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, progress=0.0)
+            self._phase_writes.submit(_PhaseWrite(item, ItemPhase.EMBEDDING, progress=0.0))
         )
 
         def progress(done: int, total: int) -> None:
@@ -368,50 +370,30 @@ class KnowledgeRuntimeService:
         catalogue transaction: the lock is what serialises a base's writes, so paying
         its cost once per batch rather than once per file is what keeps indexing fast.
         """
-        self._write_queue.setdefault(base.id, []).append(write)
-        if base.id not in self._writers:
-            self._writers.add(base.id)
-            asyncio.get_running_loop().create_task(self._drain_writes(base))
-        await write.done
+        writer = self._chunk_writes.get(base.id)
+        if writer is None:
+            writer = GroupCommit(lambda batch: self._commit_chunks(base, batch), gate=lambda: self.lock(base.id))
+            self._chunk_writes[base.id] = writer
+        await writer.submit(write)
 
-    async def _drain_writes(self, base: KnowledgeBase) -> None:
-        try:
-            while self._write_queue.get(base.id):
-                async with self.lock(base.id):
-                    batch = self._write_queue.pop(base.id, [])
-                    live = []
-                    for write in batch:
-                        if write.done.done():
-                            continue  # its task was cancelled
-                        if write.token.interrupted:  # checked under the lock, as the interrupter expects
-                            write.done.set_exception(TaskInterrupted(f"interrupted by {write.token.reason}"))
-                        else:
-                            live.append(write)
-                    if live:
-                        await self._commit_writes(base, live)
-        except Exception as exc:  # a bug guard: no task may wait forever
-            for write in self._write_queue.pop(base.id, []):
-                if not write.done.done():
-                    write.done.set_exception(exc)
-            raise
-        finally:
-            self._writers.discard(base.id)
-
-    async def _commit_writes(self, base: KnowledgeBase, batch: list[_PendingWrite]) -> None:
-        try:
+    async def _commit_chunks(self, base: KnowledgeBase, batch: list[_PendingWrite]) -> list[Exception | None]:
+        """One group of leaves, under the base's write lock (the GroupCommit gate)."""
+        # checked under the lock, as the interrupter expects: an interrupted leaf is never written
+        refused: list[Exception | None] = [
+            TaskInterrupted(f"interrupted by {w.token.reason}") if w.token.interrupted else None for w in batch
+        ]
+        live = [w for w, r in zip(batch, refused, strict=True) if r is None]
+        if live:
             store = await self.store(base)
-            await asyncio.to_thread(store.replace_items, [(w.item.id, w.chunks, w.vectors) for w in batch])
-            changed = await self.items.complete_many([(w.item.id, w.recorded) for w in batch])
-        except Exception as exc:
-            if len(batch) == 1:
-                batch[0].done.set_exception(exc)
-                return
-            for write in batch:  # one bad entry must not fail the others: write them one by one
-                await self._commit_writes(base, [write])
-            return
-        self.publish_changes(changed)
-        for write in batch:
-            write.done.set_result(None)
+            await asyncio.to_thread(store.replace_items, [(w.item.id, w.chunks, w.vectors) for w in live])
+            self.publish_changes(await self.items.complete_many([(w.item.id, w.recorded) for w in live]))
+        return refused
+
+    async def _commit_phases(self, batch: list[_PhaseWrite]) -> None:
+        """The phase changes of leaves that moved on together, in one catalogue transaction."""
+        changed = await self.items.set_states([(w.item.id, ItemStatus.PROCESSING, w.phase) for w in batch])
+        progress = {w.item.id: w.progress for w in batch}
+        self.bus.publish_all([self._changed(i, progress.get(i.id)) for i in changed])
 
     async def _prepare(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
         try:
@@ -611,7 +593,15 @@ class _PendingWrite:
     vectors: np.ndarray
     recorded: ItemData | None
     token: InterruptToken
-    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+@dataclass(frozen=True)
+class _PhaseWrite:
+    """A leaf moving to another phase of `processing`, waiting for the next group commit."""
+
+    item: KnowledgeItem
+    phase: ItemPhase
+    progress: float | None = None
 
 
 class _BackgroundWrite:

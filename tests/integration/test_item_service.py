@@ -313,6 +313,33 @@ async def test_set_status_returns_exactly_the_changed_items(items, base):
     assert changed == [await items.get(i) for i in (b.id, mid.id, top.id)]
 
 
+async def test_set_states_writes_several_phases_in_one_transaction(items, base, db):
+    (top,) = await items.create_roots(base.id, [directory()])
+    a, b, c = await items.create_children(base.id, top.id, [file_spec("a"), file_spec("b"), file_spec("c")])
+    await items.set_status(top.id, ItemStatus.PROCESSING)
+    changed = await items.set_states([
+        (a.id, ItemStatus.PROCESSING, ItemPhase.READING),
+        (b.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING),
+        (c.id, ItemStatus.PROCESSING, ItemPhase.READING),
+    ])
+    assert {(i.id, i.phase) for i in changed} == {
+        (a.id, ItemPhase.READING), (b.id, ItemPhase.EMBEDDING), (c.id, ItemPhase.READING)
+    }
+    assert [(await items.get(i)).phase for i in (a.id, b.id, c.id)] == [
+        ItemPhase.READING, ItemPhase.EMBEDDING, ItemPhase.READING
+    ]
+    # a leaf finishing in the same group reconciles its parent once everything is terminal
+    await items.set_states([(a.id, ItemStatus.COMPLETED, None), (b.id, ItemStatus.COMPLETED, None)])
+    changed = await items.set_states([(c.id, ItemStatus.COMPLETED, None)])
+    assert [i.id for i in changed] == [c.id, top.id] and changed[1].status is ItemStatus.COMPLETED
+    # one unknown id: nothing of the group is written
+    before = await snapshot(db)
+    with pytest.raises(NotFoundError, match="ghost"):
+        await items.set_states([(a.id, ItemStatus.PROCESSING, ItemPhase.READING),
+                                ("ghost", ItemStatus.PROCESSING, ItemPhase.READING)])
+    assert await snapshot(db) == before
+
+
 async def test_set_status_can_write_the_payload_too(items, base):
     (f,) = await items.create_roots(base.id, [ValidItem(ItemType.FILE, FileItemData("/a", "/a"))])
     (changed,) = await items.set_status(f.id, ItemStatus.COMPLETED, data=FileItemData("/a", "/a", size=3, sha256="ab"))

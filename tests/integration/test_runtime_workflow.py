@@ -517,7 +517,8 @@ async def test_leaves_that_finish_together_share_one_group_commit(tmp_path, serv
         items = await ks.add_items(base.id, [ItemInput("note", {"content": f"note {i} on commits"}) for i in range(5)])
 
         async def all_waiting():
-            return len(ks._runtime._write_queue.get(base.id, [])) == 5
+            writer = ks._runtime._chunk_writes.get(base.id)
+            return writer is not None and writer.waiting == 5
 
         await wait_for(all_waiting)
         deleting = asyncio.ensure_future(ks.delete_items(base.id, [items[0].id]))  # interrupts one of them
