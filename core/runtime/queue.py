@@ -187,6 +187,17 @@ class TaskQueue:
     def is_running(self, item_id: str) -> bool:
         return item_id in self._running
 
+    def next_pending(self, kind: TaskKind, base_id: str, limit: int) -> list[str]:
+        """The items of the next `limit` pending tasks of this kind and base, in the order
+        they will run (looking at most 4 * limit tasks deep)."""
+        found: list[str] = []
+        for seen, task in enumerate(self._pending.values()):
+            if len(found) >= limit or seen >= 4 * limit:
+                break
+            if task.kind == kind and task.base_id == base_id:
+                found.append(task.item_id)
+        return found
+
     # --- internals --------------------------------------------------------
 
     def _notify_workers(self) -> None:

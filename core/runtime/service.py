@@ -52,6 +52,7 @@ from core.runtime.events import EventBus
 from core.runtime.group_commit import GroupCommit
 from core.runtime.parse_pool import ParsePool
 from core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
+from core.runtime.read_ahead import ReadAhead
 from core.runtime.refresh import plan_refresh
 from core.runtime.watcher import FolderWatcher
 from core.store import BaseStore, StoreManager
@@ -99,6 +100,7 @@ class KnowledgeRuntimeService:
         self._closed = False
         self.watcher = FolderWatcher(self.request_refresh)
         self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout)
+        self.read_ahead = ReadAhead(self.queue, items, self.parse_pool, settings.ingest, depth=settings.concurrency)
         self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
         self._chunk_writes: dict[str, GroupCommit[_PendingWrite]] = {}  # base id -> leaves waiting to be stored
         self._phase_writes: GroupCommit[_PhaseWrite] = GroupCommit(self._commit_phases)
@@ -204,6 +206,7 @@ class KnowledgeRuntimeService:
             return
         self._closed = True
         await self.watcher.close()
+        self.read_ahead.close()
         running = list(self.queue._running)
         dropped = await self.queue.close()
         unfinished = [t.item_id for t in dropped] + running
@@ -317,17 +320,21 @@ class KnowledgeRuntimeService:
         writes.pending = asyncio.ensure_future(self._phase_writes.submit(_PhaseWrite(item, ItemPhase.READING)))
         recorded = None
         if isinstance(item.data, FileItemData):
-            # one thread hop: fingerprint, read, parse and chunk
-            chunks, recorded = await self.parse_pool.run(
-                item.source,
-                "read_and_chunk_file",
-                read_and_chunk_file,
-                item.data,
-                item.id,
-                self.settings.ingest,
-                base.chunk_size,
-                base.chunk_overlap,
-            )
+            # fingerprint, read, parse and chunk in one worker call, unless it was read ahead
+            parsed = await self.read_ahead.take(item, base)
+            if parsed is None:
+                parsed = await self.parse_pool.run(
+                    item.source,
+                    "read_and_chunk_file",
+                    read_and_chunk_file,
+                    item.data,
+                    item.id,
+                    self.settings.ingest,
+                    base.chunk_size,
+                    base.chunk_overlap,
+                )
+            chunks, recorded = parsed
+            self.read_ahead.schedule(base)  # the worker reads the next files while this one embeds
         else:
             documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)
             token.check()

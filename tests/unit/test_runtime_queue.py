@@ -1,0 +1,30 @@
+"""TaskQueue bookkeeping that the runtime relies on (the queue runs no task here)."""
+
+from __future__ import annotations
+
+from core.runtime.queue import InterruptReason, TaskKind, TaskQueue
+
+
+async def never_runs(task):  # the queue is never started: tasks stay pending
+    raise AssertionError("not started")
+
+
+async def test_next_pending_lists_the_next_tasks_of_one_kind_and_base_in_run_order():
+    queue = TaskQueue(never_runs, concurrency=1)
+    queue.enqueue(TaskKind.PREPARE_ROOT, "b1", "folder")
+    queue.enqueue_many(TaskKind.INDEX_LEAF, "b1", ["l1", "l2"])
+    queue.enqueue(TaskKind.INDEX_LEAF, "b2", "other-base")
+    queue.enqueue_many(TaskKind.INDEX_LEAF, "b1", ["l3", "l4", "l5"])
+    assert queue.next_pending(TaskKind.INDEX_LEAF, "b1", 3) == ["l1", "l2", "l3"]
+    assert queue.next_pending(TaskKind.INDEX_LEAF, "b2", 3) == ["other-base"]
+    assert queue.next_pending(TaskKind.PREPARE_ROOT, "b1", 3) == ["folder"]
+    queue.interrupt(["l2"], InterruptReason.DELETE)
+    assert queue.next_pending(TaskKind.INDEX_LEAF, "b1", 3) == ["l1", "l3", "l4"]
+
+
+async def test_next_pending_looks_only_a_bounded_depth_into_the_queue():
+    queue = TaskQueue(never_runs, concurrency=1)
+    queue.enqueue_many(TaskKind.INDEX_LEAF, "busy", [f"x{i}" for i in range(100)])
+    queue.enqueue(TaskKind.INDEX_LEAF, "late", "far-behind")
+    assert queue.next_pending(TaskKind.INDEX_LEAF, "late", 2) == []  # 100 tasks ahead: not worth reading yet
+    assert queue.next_pending(TaskKind.INDEX_LEAF, "busy", 2) == ["x0", "x1"]
