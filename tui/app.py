@@ -71,8 +71,9 @@ DEMO_MODEL = "builtin::wordllama"
 
 
 def demo_corpus_dir() -> Path:
-    """assets/demo next to the package (a source checkout or an editable install)."""
-    return Path(__file__).resolve().parent.parent / "assets" / "demo"
+    """The demo corpus, shipped inside the `tui` package (package data), so `ktui --demo`
+    works from a wheel as well as from a checkout."""
+    return Path(__file__).resolve().parent / "demo"
 
 
 @dataclass
@@ -606,7 +607,7 @@ class KtuiApp(App[int]):
     # --- demo -----------------------------------------------------------------------
 
     async def _ensure_demo(self) -> KnowledgeBase:
-        """Reuse the demo base, or create it and index a copy of assets/demo live."""
+        """Reuse the demo base, or create it and index a copy of the demo corpus live."""
         ks = self.ks
         page = await ks.list_bases(page=1, limit=100)
         for base in page.items:
