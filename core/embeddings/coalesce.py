@@ -12,10 +12,12 @@ bottleneck.
 During a burst (calls arriving back to back) it also lingers a few milliseconds
 so the next callers share the request. How many callers a burst brings is
 learned: calls less than a linger apart form a cluster, and the largest of the
-last few clusters is the expected burst. Once the current cluster has that many
-callers the request leaves at once: with five indexing tasks that reach their
-embedding step within a few milliseconds of each other, waiting out the rest of
-the linger after the fifth has arrived is pure idle time.
+last few clusters is the expected burst. Once that many callers are waiting the
+request leaves at once: with five indexing tasks that reach their embedding step
+within a few milliseconds of each other, waiting out the rest of the linger after
+the fifth has arrived is pure idle time. (Counting the waiting callers, not the
+cluster, matters when rounds follow each other less than a linger apart: the
+cluster then never ends, but each round still fills one request.)
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Coalescer:
         self._clusters: deque[int] = deque(maxlen=8)  # sizes of the last clusters of calls
         self._cluster = 0  # calls in the current cluster
         self._last_call = float("-inf")
+        self._requests: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
     @property
     def burst(self) -> int | None:
@@ -76,7 +79,7 @@ class Coalescer:
         queued = sum(len(w.texts) for w in self._queue)
         burst = self.burst
         if (self._linger > 0 and len(self._recent) >= self._busy_calls and queued < self._batch_size
-                and (burst is None or self._cluster < burst)):
+                and (burst is None or len(self._queue) < burst)):
             # calls are arriving back to back (an indexing burst): wait a few milliseconds
             # so that the next ones share this request; a lone call never waits
             if self._timer is None:
@@ -108,7 +111,9 @@ class Coalescer:
             if not group:
                 return
             self._in_flight += 1
-            asyncio.get_running_loop().create_task(self._run(group))
+            request = asyncio.get_running_loop().create_task(self._run(group))
+            self._requests.add(request)
+            request.add_done_callback(self._requests.discard)
 
     async def _run(self, group: list[_Waiter]) -> None:
         try:

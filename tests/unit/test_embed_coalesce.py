@@ -122,3 +122,23 @@ async def test_a_smaller_burst_still_leaves_after_the_linger():
         await asyncio.sleep(linger * 1.5)
     assert elapsed >= linger * 0.9  # three of an expected five: it waited for the others, then went
     assert sorted(log[-1]) == [f"3-{i}" for i in range(3)]
+
+
+async def test_rounds_closer_than_a_linger_still_fill_one_request_each():
+    """Once a burst of five is known, back-to-back rounds (no quiet gap, so the cluster
+    never ends) must not fall back to one request per call."""
+    log: list[list[str]] = []
+    c = Coalescer(make_send(log, delay=0.002), max_in_flight=2, batch_size=64, linger=0.008)
+    for _ in range(2):  # learn: two bursts of five with a quiet gap
+        await asyncio.gather(*(c.embed(["x"]) for _ in range(5)))
+        await asyncio.sleep(0.02)
+    log.clear()
+
+    async def caller(i: int) -> None:
+        await asyncio.sleep(0.0005 * i)
+        await c.embed(["y"])
+
+    for _ in range(6):
+        await asyncio.gather(*(caller(i) for i in range(5)))
+        await asyncio.sleep(0.004)  # shorter than the linger
+    assert [len(b) for b in log] == [5] * 6
