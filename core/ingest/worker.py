@@ -4,6 +4,8 @@ It answers requests from the runtime's parse pool (core/runtime/parse_pool.py)
 over its stdin/stdout: each message is a 4-byte big-endian length and a pickle.
 A request is `(function name, args)`; only the functions in `FUNCTIONS` can be
 called. The answer is `("ok", result)` or `("error", message, is_ingest_error)`.
+Once its imports are done the worker sends `("ready",)`, so that a parse timeout
+measures reading and never the interpreter's start-up.
 
 A plain subprocess rather than multiprocessing: multiprocessing's "spawn" re-runs
 the caller's main module in the child, which breaks any script that uses ktui as
@@ -40,6 +42,7 @@ def write_message(stream: BinaryIO, message: Any) -> None:
 
 
 def serve(requests: BinaryIO, answers: BinaryIO) -> None:
+    write_message(answers, ("ready",))
     while (request := read_message(requests)) is not None:
         name, args = request
         try:

@@ -49,6 +49,7 @@ class GroupCommit(Generic[E]):
         self._gate = gate or _no_gate
         self._queue: list[_Slot[E]] = []
         self._draining = False
+        self._drainer: asyncio.Task[None] | None = None  # a strong reference: the loop keeps only weak ones
 
     @property
     def waiting(self) -> int:
@@ -64,7 +65,7 @@ class GroupCommit(Generic[E]):
         self._queue.append(slot)
         if not self._draining:
             self._draining = True
-            asyncio.get_running_loop().create_task(self._drain())
+            self._drainer = asyncio.get_running_loop().create_task(self._drain())
         await slot.future
 
     async def _drain(self) -> None:

@@ -29,15 +29,22 @@ log = logging.getLogger(__name__)
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 
+STARTUP_TIMEOUT = 60.0  # seconds a new worker may take to import the parsers
+
+
 class _Worker:
     def __init__(self, process: asyncio.subprocess.Process):
         self.process = process
 
     async def call(self, name: str, args: tuple[Any, ...]) -> Any:
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
         payload = pickle.dumps((name, args), protocol=pickle.HIGHEST_PROTOCOL)
         self.process.stdin.write(HEADER.pack(len(payload)) + payload)
         await self.process.stdin.drain()
+        return await self.answer()
+
+    async def answer(self) -> Any:
+        assert self.process.stdout is not None
         header = await self.process.stdout.readexactly(HEADER.size)
         (size,) = HEADER.unpack(header)
         return pickle.loads(await self.process.stdout.readexactly(size))
@@ -53,6 +60,8 @@ class ParsePool:
         self.timeout = timeout
         self._idle: asyncio.Queue[_Worker | None] | None = None
         self._all: set[_Worker] = set()
+        self._killed: set[_Worker] = set()  # killed but not yet reaped: close() waits for them
+        self._closed = False
 
     async def run(self, what: str, name: str, fallback: Any, *args: Any) -> Any:
         """Call worker function `name(*args)` in a worker process; `fallback` is the same
@@ -65,6 +74,9 @@ class ParsePool:
                 self._idle.put_nowait(None)  # a slot; the process starts on first use
         slot = await self._idle.get()
         worker = slot
+        if self._closed:  # never start a worker that nobody would close
+            self._idle.put_nowait(worker)
+            raise IngestError(f"Not read, ktui is shutting down: {what}")
         try:
             if worker is None or worker.process.returncode is not None:
                 worker = await self._start()
@@ -103,14 +115,27 @@ class ParsePool:
         )
         worker = _Worker(process)
         self._all.add(worker)
+        try:
+            ready = await asyncio.wait_for(worker.answer(), STARTUP_TIMEOUT)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionResetError):
+            self._drop(worker)
+            raise IngestError(f"The parse worker did not start within {STARTUP_TIMEOUT:g} s") from None
+        except BaseException:
+            self._drop(worker)
+            raise
+        if ready != ("ready",):
+            self._drop(worker)
+            raise IngestError(f"The parse worker did not start properly (it said {ready!r})")
         return worker
 
     def _drop(self, worker: _Worker | None) -> None:
         if worker is not None:
             worker.kill()
             self._all.discard(worker)
+            self._killed.add(worker)
 
     async def close(self) -> None:
+        self._closed = True
         workers, self._all = list(self._all), set()
         for worker in workers:
             if worker.process.stdin is not None and worker.process.returncode is None:
@@ -121,3 +146,6 @@ class ParsePool:
             except TimeoutError:
                 worker.kill()
                 await worker.process.wait()
+        killed, self._killed = list(self._killed), set()
+        for worker in killed:  # reap them: no zombie outlives the pool
+            await worker.process.wait()

@@ -10,11 +10,17 @@ round of five files.
 
 What a read-ahead must never do is index stale content, so a result is used only
 when it is still what the file holds: same path and chunking as the task's, and
-the file's size and modification time unchanged since it was read (the same test
-the folder refresh uses). Anything else (a failed read, a changed file, a deleted
-or re-queued item) reads the file again the normal way, which also reports any
-error. Read-ahead never changes an item's status; it only runs with worker
-processes (`ingest.parse_workers` >= 1), whose time it would otherwise waste.
+the file's size, modification time, status-change time and inode the same as
+just before it was read (ctime cannot be set back by tools that restore an mtime,
+and a replaced file has a new inode). A changed file, a deleted or re-queued item
+or a failed read of a file that has changed since reads the file again the normal
+way. A read that failed on a file that has not changed (a parser timeout, a crash,
+unreadable content) fails the task with that error at once: reading it again
+would only fail again, after another timeout.
+
+Read-ahead never changes an item's status, and it only runs with worker processes
+(`ingest.parse_workers` >= 1), whose time it would otherwise waste. The stat calls
+run on the event loop: they are microseconds on a file that was just read.
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from core.config import IngestSettings
 from core.data.item_service import KnowledgeItemService
+from core.errors import IngestError
 from core.ingest.pipeline import read_and_chunk_file
 from core.models import Chunk, FileItemData, KnowledgeBase, KnowledgeItem
 from core.runtime.parse_pool import ParsePool
@@ -34,6 +42,7 @@ from core.runtime.queue import TaskKind, TaskQueue
 log = logging.getLogger(__name__)
 
 Parsed = tuple[list[Chunk], FileItemData]
+Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class _Ahead:
     path: str
     chunk_size: int
     chunk_overlap: int
+    stamp: Stamp  # the file just before it was read
     task: asyncio.Task[Parsed]
 
 
@@ -54,6 +64,7 @@ class ReadAhead:
         self.depth = depth
         self._ahead: dict[str, _Ahead] = {}  # item id -> its read in progress or done
         self._loading: set[str] = set()  # item ids whose rows are being fetched
+        self._tasks: set[asyncio.Task[object]] = set()  # every background task, until it ends
         self._closed = False
         self.used = 0  # reads taken by their task (a figure for tests and benchmarks)
         self.stale = 0  # reads dropped because the file changed after it was read
@@ -74,7 +85,18 @@ class ReadAhead:
         ]
         if wanted:
             self._loading.update(wanted)
-            asyncio.get_running_loop().create_task(self._start(base, wanted))
+            self._spawn(self._start(base, wanted))
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # an unused read-ahead's failure is not news: mark it seen
 
     async def _start(self, base: KnowledgeBase, item_ids: list[str]) -> None:
         try:
@@ -87,12 +109,14 @@ class ReadAhead:
         for item in items:
             if not self.enabled or not isinstance(item.data, FileItemData) or not self.queue.is_pending(item.id):
                 continue
-            task = asyncio.get_running_loop().create_task(self.parse_pool.run(
+            stamp = _stamp(item.data.path)
+            if stamp is None:
+                continue  # gone or unreadable: the task reports it
+            task = self._spawn(self.parse_pool.run(
                 item.source, "read_and_chunk_file", read_and_chunk_file,
                 item.data, item.id, self.settings, base.chunk_size, base.chunk_overlap,
             ))
-            task.add_done_callback(_retrieve)
-            self._ahead[item.id] = _Ahead(item.data.path, base.chunk_size, base.chunk_overlap, task)
+            self._ahead[item.id] = _Ahead(item.data.path, base.chunk_size, base.chunk_overlap, stamp, task)
 
     async def take(self, item: KnowledgeItem, base: KnowledgeBase) -> Parsed | None:
         """The chunks read ahead for `item`, or None when there are none it may use."""
@@ -102,34 +126,37 @@ class ReadAhead:
         if (ahead.path, ahead.chunk_size, ahead.chunk_overlap) != (item.data.path, base.chunk_size, base.chunk_overlap):
             return None
         try:
-            chunks, recorded = await asyncio.shield(ahead.task)
+            chunks, recorded = await asyncio.shield(ahead.task)  # the read goes on if this task is cancelled
         except asyncio.CancelledError:
+            if ahead.task.cancelled():
+                return None  # the read-ahead was called off (shutdown): read normally
             raise
+        except IngestError:
+            if _stamp(ahead.path) == ahead.stamp:
+                raise  # the same file would fail the same way, after another timeout
+            return None
         except Exception:
-            return None  # read it again: that read reports the error, if it is still there
-        if not _unchanged_since(recorded):
+            return None
+        unchanged = _stamp(ahead.path) == ahead.stamp and (recorded.size, recorded.mtime_ns) == ahead.stamp[:2]
+        if not unchanged:
             self.stale += 1
             return None
         self.used += 1
         return chunks, recorded
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Call off every read-ahead (after the queue has stopped) and wait for them."""
         self._closed = True
         self._ahead.clear()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _unchanged_since(recorded: FileItemData) -> bool:
-    """The file still has the size and modification time it had when it was read."""
-    if recorded.size is None or recorded.mtime_ns is None:
-        return False
+def _stamp(path: str) -> Stamp | None:
     try:
-        st = os.stat(recorded.path)  # one stat of a file just read: microseconds, fine on the loop
+        st = os.stat(path)
     except OSError:
-        return False
-    return st.st_size == recorded.size and st.st_mtime_ns == recorded.mtime_ns
-
-
-def _retrieve(task: asyncio.Task[Parsed]) -> None:
-    """Mark a background read's failure as seen: an unused read-ahead's error is not news."""
-    if not task.cancelled():
-        task.exception()
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino

@@ -104,6 +104,7 @@ class KnowledgeRuntimeService:
         self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
         self._chunk_writes: dict[str, GroupCommit[_PendingWrite]] = {}  # base id -> leaves waiting to be stored
         self._phase_writes: GroupCommit[_PhaseWrite] = GroupCommit(self._commit_phases)
+        self._embed_progress: dict[str, float] = {}  # leaf id -> its latest embedding progress
         self._refreshing: set[str] = set()  # folders whose refresh request is being set up
 
     # --- lifecycle --------------------------------------------------------
@@ -206,9 +207,9 @@ class KnowledgeRuntimeService:
             return
         self._closed = True
         await self.watcher.close()
-        self.read_ahead.close()
         running = list(self.queue._running)
         dropped = await self.queue.close()
+        await self.read_ahead.close()
         unfinished = [t.item_id for t in dropped] + running
         if unfinished:
             existing = [i for i in await self.items.get_many(unfinished) if i.status == ItemStatus.PROCESSING]
@@ -306,10 +307,13 @@ class KnowledgeRuntimeService:
 
     async def _index_leaf(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
         writes = _BackgroundWrite()
-        return await self._guarded(
-            task.token, base, item, self._index_leaf_steps(task.token, base, item, writes),
-            verb="indexing", remove_vectors=True, settle=writes.settle,
-        )
+        try:
+            return await self._guarded(
+                task.token, base, item, self._index_leaf_steps(task.token, base, item, writes),
+                verb="indexing", remove_vectors=True, settle=writes.settle,
+            )
+        finally:
+            self._embed_progress.pop(item.id, None)
 
     async def _index_leaf_steps(
         self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem, writes: _BackgroundWrite
@@ -357,9 +361,10 @@ class KnowledgeRuntimeService:
 
         def progress(done: int, total: int) -> None:
             token.check()
+            fraction = done / total if total else 1.0
+            self._embed_progress[item.id] = fraction  # the phase write may publish after this
             self.bus.publish(
-                ItemChanged(base.id, item.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None,
-                            done / total if total else 1.0)
+                ItemChanged(base.id, item.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None, fraction)
             )
 
         vectors = await self.embeddings.embed(
@@ -399,7 +404,8 @@ class KnowledgeRuntimeService:
     async def _commit_phases(self, batch: list[_PhaseWrite]) -> None:
         """The phase changes of leaves that moved on together, in one catalogue transaction."""
         changed = await self.items.set_states([(w.item.id, ItemStatus.PROCESSING, w.phase) for w in batch])
-        progress = {w.item.id: w.progress for w in batch}
+        # the latest embedding progress, not 0: a bar must not jump back when the commit lands late
+        progress = {w.item.id: self._embed_progress.get(w.item.id, w.progress) for w in batch}
         self.bus.publish_all([self._changed(i, progress.get(i.id)) for i in changed])
 
     async def _prepare(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:

@@ -5,6 +5,7 @@ worker process, SQLite and an embedding server on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -50,7 +51,8 @@ async def test_a_folder_is_read_ahead_and_every_item_gets_its_own_text(tmp_path,
         assert await ks.check_invariants() == []
 
 
-async def test_a_file_changed_after_it_was_read_ahead_is_read_again(tmp_path, server):
+@pytest.mark.parametrize("change", ["append", "same size, mtime restored"])
+async def test_a_file_changed_after_it_was_read_ahead_is_read_again(tmp_path, server, change):
     root = write_files(tmp_path / "corpus", {"a.md": "first file, first words\n", "b.md": "second file, old words\n"})
     async with open_service(tmp_path / "data", server.url, concurrency=1) as ks:
         base = await ks.create_base("Stale")
@@ -65,8 +67,17 @@ async def test_a_file_changed_after_it_was_read_ahead_is_read_again(tmp_path, se
         await wait_for(second_read_ahead)
         (waiting_id,) = runtime.read_ahead._ahead
         waiting = (await ks.get_item(waiting_id)).data.path
-        with open(waiting, "a", encoding="utf-8") as fh:
-            fh.write("appended after the read-ahead: fresh marker\n")
+        if change == "append":
+            with open(waiting, "a", encoding="utf-8") as fh:
+                fh.write("appended after the read-ahead: fresh marker\n")
+        else:  # what `cp -p` or a sync tool does: new content, same size, the old mtime put back
+            before = os.stat(waiting)
+            old_text = open(waiting, encoding="utf-8").read()
+            new_text = ("fresh marker " + old_text)[: len(old_text)]
+            with open(waiting, "w", encoding="utf-8") as fh:
+                fh.write(new_text)
+            os.utime(waiting, ns=(before.st_atime_ns, before.st_mtime_ns))
+            assert os.stat(waiting).st_size == before.st_size
         lock.release()
         assert await ks.wait_idle(timeout=30)
         item = (await leaves_by_path(ks, base.id))[waiting]
@@ -86,3 +97,52 @@ async def test_no_read_ahead_without_worker_processes(tmp_path, server):
         assert await ks.wait_idle(timeout=30)
         assert ks._runtime.read_ahead.used == 0 and not ks._runtime.read_ahead._ahead
         assert {i.status for i in (await leaves_by_path(ks, base.id)).values()} == {ItemStatus.COMPLETED}
+
+
+def big_text(mb: int) -> str:
+    line = "slow parsing words fill this file until the parser runs past its timeout\n"
+    return line * (mb * 1024 * 1024 // len(line))
+
+
+def count_worker_starts(runtime) -> list:
+    """Record every parse worker process the pool starts (the real ones)."""
+    started: list = []
+    pool = runtime.parse_pool
+    real_start = pool._start
+
+    async def start():
+        worker = await real_start()
+        started.append(worker.process)
+        return worker
+
+    pool._start = start
+    return started
+
+
+async def test_a_read_ahead_that_timed_out_fails_the_item_without_a_second_timeout(tmp_path, server):
+    from core.config import IngestSettings
+
+    root = write_files(tmp_path / "corpus", {"a_small.txt": "a small file\n", "b_big.txt": big_text(20)})
+    ingest = IngestSettings(parse_timeout=0.3)
+    async with open_service(tmp_path / "data", server.url, concurrency=1, ingest=ingest) as ks:
+        started = count_worker_starts(ks._runtime)
+        base = await ks.create_base("Timeout")
+        await ks.add_items(base.id, [ItemInput("directory", {"path": str(root)})])
+        assert await ks.wait_idle(timeout=30)
+        leaves = await leaves_by_path(ks, base.id)
+        big = leaves[str(root / "b_big.txt")]
+        assert big.status == ItemStatus.FAILED and "took longer than 0.3 s" in big.error
+        assert leaves[str(root / "a_small.txt")].status == ItemStatus.COMPLETED
+        # the small file's worker timed out reading the big one ahead and was replaced once,
+        # by nobody: the big file's task reported that timeout instead of reading it again
+        assert len(started) == 1
+
+
+async def test_closing_calls_off_read_aheads_and_leaves_no_parse_worker_behind(tmp_path, server):
+    root = write_files(tmp_path / "corpus", {f"f{i}.txt": big_text(4) for i in range(6)})
+    async with open_service(tmp_path / "data", server.url, concurrency=1) as ks:
+        started = count_worker_starts(ks._runtime)
+        base = await ks.create_base("Closing")
+        await ks.add_items(base.id, [ItemInput("directory", {"path": str(root)})])
+        await wait_for(lambda: bool(ks._runtime.read_ahead._ahead))
+    assert started and all(p.returncode is not None for p in started)  # every worker ended with the service
