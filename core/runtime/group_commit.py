@@ -94,7 +94,8 @@ class GroupCommit(Generic[E]):
                 _settle(group[0], exc)
                 return
             for slot in group:
-                await self._commit_group([slot])
+                if not slot.future.done():  # its submitter may have been cancelled meanwhile
+                    await self._commit_group([slot])
             return
         for slot, outcome in zip(group, outcomes or [None] * len(group), strict=True):
             _settle(slot, outcome)
