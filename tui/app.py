@@ -420,7 +420,7 @@ class KtuiApp(App[int]):
                 return True if usable and item is not None and item.is_root and item.type.value == "directory" \
                     else None
             case "focus_search" | "cycle_mode":
-                return True if base is not None else None
+                return True if usable else None  # a failed base cannot be searched until restored
         return True
 
     _availability: tuple = ()

@@ -80,5 +80,8 @@ EXTRA_IDS = {
     "list.up": "k: cursor up in lists and trees",
     "modal.close": "escape: close a dialog",
     "modal.submit": "ctrl+s: confirm a dialog",
+    "confirm.yes": "y: answer yes in a confirmation",
+    "confirm.no": "n: answer no in a confirmation",
+    "chunks.delete": "d,delete: delete the chunk under the cursor (chunk browser)",
 }
 """Binding ids defined on widgets and dialogs (also remappable)."""
