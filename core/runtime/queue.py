@@ -18,10 +18,12 @@ from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 from core.errors import TaskInterrupted
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class TaskKind(StrEnum):
@@ -39,10 +41,13 @@ class InterruptReason(StrEnum):
 @dataclass
 class InterruptToken:
     reason: InterruptReason | None = None
+    _steps: set[asyncio.Future[object]] = field(default_factory=set, repr=False)  # long steps running now
 
     def interrupt(self, reason: InterruptReason) -> None:
         if self.reason is None:
             self.reason = reason
+            for step in self._steps:
+                step.cancel()
 
     @property
     def interrupted(self) -> bool:
@@ -52,6 +57,24 @@ class InterruptToken:
         """A checkpoint: raise if this task was interrupted."""
         if self.reason is not None:
             raise TaskInterrupted(f"interrupted by {self.reason}")
+
+    async def run(self, step: Awaitable[T]) -> T:
+        """Await one long step (a fetch, a parse, an embedding request), stopping it as
+        soon as the task is interrupted rather than at the next checkpoint: a page that
+        never answers would otherwise hold a delete or a shutdown for the whole fetch
+        timeout."""
+        self.check()
+        future = asyncio.ensure_future(step)
+        self._steps.add(future)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.reason is not None and (current is None or current.cancelling() == 0):
+                raise TaskInterrupted(f"interrupted by {self.reason}") from None  # we stopped it
+            raise  # the task itself was cancelled
+        finally:
+            self._steps.discard(future)
 
 
 @dataclass

@@ -325,9 +325,9 @@ class KnowledgeRuntimeService:
         recorded = None
         if isinstance(item.data, FileItemData):
             # fingerprint, read, parse and chunk in one worker call, unless it was read ahead
-            parsed = await self.read_ahead.take(item, base)
+            parsed = await token.run(self.read_ahead.take(item, base))
             if parsed is None:
-                parsed = await self.parse_pool.run(
+                parsed = await token.run(self.parse_pool.run(
                     item.source,
                     "read_and_chunk_file",
                     read_and_chunk_file,
@@ -336,11 +336,11 @@ class KnowledgeRuntimeService:
                     self.settings.ingest,
                     base.chunk_size,
                     base.chunk_overlap,
-                )
+                ))
             chunks, recorded = parsed
             self.read_ahead.schedule(base)  # the worker reads the next files while this one embeds
         else:
-            documents = await read_leaf(item.type, item.data, self.settings.ingest, self.fetcher)
+            documents = await token.run(read_leaf(item.type, item.data, self.settings.ingest, self.fetcher))
             token.check()
             chunks = await asyncio.to_thread(
                 chunk_documents,
@@ -367,9 +367,9 @@ class KnowledgeRuntimeService:
                 ItemChanged(base.id, item.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None, fraction)
             )
 
-        vectors = await self.embeddings.embed(
+        vectors = await token.run(self.embeddings.embed(
             base.embedding_model_id, [c.text for c in chunks], dimensions=base.dimensions, on_progress=progress
-        )
+        ))
         await writes.wait()
         await self._write_chunks(base, _PendingWrite(item, chunks, vectors, recorded, token))
         self._record_chunks(len(chunks))
@@ -426,7 +426,7 @@ class KnowledgeRuntimeService:
         if isinstance(item.data, DirectoryItemData):
             await self._prepare_directory(token, base, item)
         elif isinstance(item.data, SitemapItemData):
-            urls = await expand_sitemap(item.data.url, self.settings.ingest, self.fetcher)
+            urls = await token.run(expand_sitemap(item.data.url, self.settings.ingest, self.fetcher))
             token.check()
             specs = [ChildSpec(ItemType.URL, UrlItemData(url=u, source=u)) for u in urls]
             await self._create_children(base, item.id, specs)

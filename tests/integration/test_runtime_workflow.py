@@ -531,3 +531,41 @@ async def test_leaves_that_finish_together_share_one_group_commit(tmp_path, serv
         assert {i.status for i in survivors} == {ItemStatus.COMPLETED}
         assert store.item_ids() == {i.id for i in items[1:]}
         assert await ks.check_invariants() == []
+
+
+async def _silent_server():
+    """A server on 127.0.0.1 that accepts connections and never answers."""
+    held = []
+
+    async def accept(reader, writer):
+        held.append(writer)  # keep the socket open, say nothing
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/page", held
+
+
+async def test_a_fetch_that_never_answers_does_not_hold_a_delete_or_a_shutdown(tmp_path, server):
+    silent, url, held = await _silent_server()
+    data = tmp_path / "data"
+    try:
+        async with open_service(data, server.url) as ks:  # fetch timeout: the default 30 s
+            base = await ks.create_base("Slow web")
+            (gone,) = await ks.add_items(base.id, [ItemInput("url", {"url": url})])
+            await wait_for(lambda: _phase_is(ks, gone.id, ItemPhase.READING))
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            await ks.delete_items(base.id, [gone.id])  # interrupts the fetch itself
+            assert loop.time() - start < 5
+            (kept,) = await ks.add_items(base.id, [ItemInput("url", {"url": url})])
+            await wait_for(lambda: _phase_is(ks, kept.id, ItemPhase.READING))
+            start = loop.time()
+        assert loop.time() - start < 5  # closing did not wait out the fetch either
+        async with open_service(data, server.url) as ks:
+            item = await ks.get_item(kept.id)
+            # the shutdown said why, and the reopened service took the item up again
+            assert item.status == ItemStatus.PROCESSING or item.error == SHUTDOWN_MESSAGE
+            await ks.delete_items(base.id, [kept.id])
+    finally:
+        for writer in held:
+            writer.close()
+        silent.close()

@@ -28,3 +28,36 @@ async def test_next_pending_looks_only_a_bounded_depth_into_the_queue():
     queue.enqueue(TaskKind.INDEX_LEAF, "late", "far-behind")
     assert queue.next_pending(TaskKind.INDEX_LEAF, "late", 2) == []  # 100 tasks ahead: not worth reading yet
     assert queue.next_pending(TaskKind.INDEX_LEAF, "busy", 2) == ["x0", "x1"]
+
+
+async def test_an_interrupt_stops_a_long_step_at_once_and_says_why():
+    import asyncio
+
+    import pytest
+
+    from core.errors import TaskInterrupted
+    from core.runtime.queue import InterruptToken
+
+    token = InterruptToken()
+    stopped = asyncio.Event()
+
+    async def long_step():
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+
+    running = asyncio.ensure_future(token.run(long_step()))
+    await asyncio.sleep(0.01)
+    token.interrupt(InterruptReason.DELETE)
+    with pytest.raises(TaskInterrupted, match="delete"):
+        await asyncio.wait_for(running, 1)
+    assert stopped.is_set()
+    assert await InterruptToken().run(asyncio.sleep(0, result=7)) == 7  # an ordinary step just runs
+    # cancelling the task itself stays a cancellation, not an interruption
+    other = InterruptToken()
+    outer = asyncio.ensure_future(other.run(long_step()))
+    await asyncio.sleep(0.01)
+    outer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await outer
