@@ -574,12 +574,13 @@ class Importer:
         return config is not None and config.kind in RERANK_PROVIDER_KINDS
 
     async def _group_id(self, name: str) -> str:
-        if self._groups is None:
-            self._groups = {g.name: g.id for g in await self.bases.list_groups()}
-        if name not in self._groups:
+        if self._groups is None:  # group names are unique regardless of case
+            self._groups = {g.name.casefold(): g.id for g in await self.bases.list_groups()}
+        key = name.casefold()
+        if key not in self._groups:
             group = await self.bases.create_group(name)
-            self._groups[name] = group.id
-        return self._groups[name]
+            self._groups[key] = group.id
+        return self._groups[key]
 
     async def _import_base(self, plan: BasePlan) -> None:
         report = plan.report

@@ -215,6 +215,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
+    except OSError as exc:  # a path the user gave that cannot be used: say which and why
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{PROG}: error: {exc.strerror or _one_line(str(exc))}{where}", file=sys.stderr)
+        return EXIT_FAILURE
     except Exception as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
         from core.errors import KnowledgeError
 
@@ -245,6 +253,10 @@ def _silence_stdout() -> None:
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from core.config import load_settings
 
+    for option, value in (("--data-dir", args.data_dir), ("--config", args.config)):
+        if value is not None and not str(value).strip():
+            # an unset shell variable: never fall back to the real data directory silently
+            raise UsageError(f"{option} is empty")
     settings = load_settings(config_file=args.config, data_dir=args.data_dir)
     if args.command is None:
         from tui.app import run_app  # textual is imported only here

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -269,11 +270,17 @@ async def cmd_base_export(settings: Settings, args: argparse.Namespace) -> int:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Write next to the target and rename, so a failed export never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise ValidationError.field("output", f"is a folder, not a file: {path}")
+    if not path.parent.is_dir():  # a typo in the path must not create folders silently
+        raise ValidationError.field("output", f"folder does not exist: {path.parent}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # an ordinary file, not mkstemp's private 0600
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -546,7 +553,11 @@ def _read_records(path: str | None) -> list[dict[str, Any]]:
         raise ValidationError.field("input", f"cannot be read: {label}: {exc.strerror}") from None
     records: list[dict[str, Any]] = []
     with stream if stream is not sys.stdin else nullcontext(stream):
-        for number, line in enumerate(stream, 1):
+        try:
+            lines = list(stream)
+        except UnicodeDecodeError:
+            raise ValidationError.field("input", f"{label} is not UTF-8 text (JSON lines expected)") from None
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -563,6 +574,12 @@ async def cmd_rank(settings: Settings, args: argparse.Namespace) -> int:
     """JSON lines in, JSON lines out: `{"rank", "score", "degraded", "record"}` per match."""
     from core.engine import rank_docs_by_embedding, settings_embedder
 
+    if not args.query.strip():
+        raise ValidationError.field("query", "must not be empty")
+    if args.top_k is not None and args.top_k < 1:
+        raise ValidationError.field("top_k", "must be at least 1")
+    if args.min_score is not None and not math.isfinite(args.min_score):
+        raise ValidationError.field("min_score", "must be a finite number")
     records = _read_records(args.input)
     for number, record in enumerate(records, 1):
         if not isinstance(record.get(args.field), str):

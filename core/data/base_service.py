@@ -204,9 +204,12 @@ class KnowledgeBaseService:
     # --- groups -----------------------------------------------------------
 
     async def create_group(self, name: Any) -> KnowledgeGroup:
+        """Group names are unique (case-insensitively): bases, the CLI and exports name
+        their group, and two groups of one name could not be told apart."""
         clean = require_name(name)
         group_id, now = new_id(), utc_now()
         async with self._db.transaction() as conn:
+            await _refuse_taken_group_name(conn, clean)
             await conn.execute(
                 "INSERT INTO knowledge_group (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)",
                 (group_id, clean, now, now),
@@ -217,6 +220,7 @@ class KnowledgeBaseService:
         group_id = require_id(group_id, "group_id")
         clean = require_name(name)
         async with self._db.transaction() as conn:
+            await _refuse_taken_group_name(conn, clean, group_id)
             cur = await conn.execute(
                 "UPDATE knowledge_group SET name = ?, updated_at = ? WHERE id = ?", (clean, utc_now(), group_id)
             )
@@ -249,3 +253,11 @@ def require_runnable(base: KnowledgeBase) -> KnowledgeBase:
         raise BaseUnavailableError(base.id, base.name)
     return base
 
+
+async def _refuse_taken_group_name(conn: Any, name: str, own_id: str | None = None) -> None:
+    async with conn.execute(
+        "SELECT name FROM knowledge_group WHERE name = ? COLLATE NOCASE AND id IS NOT ?", (name, own_id)
+    ) as cur:
+        taken = await cur.fetchone()
+    if taken is not None:
+        raise ValidationError.field("name", f"a group named '{taken[0]}' already exists")

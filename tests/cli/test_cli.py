@@ -466,3 +466,37 @@ def test_first_steps_with_the_builtin_model(tmp_path):
     first = run("search", "Notes", "how do I rotate the logs").stdout.splitlines()[0]
     assert first.endswith("logging.md")
     assert (home / ".local" / "share" / "ktui" / "knowledge.db").exists()  # the platform data directory
+
+
+@pytest.mark.slow
+def test_paths_and_values_a_user_can_get_wrong(ktui, tmp_path):
+    """Mistakes found by a QA pass: each is a one-line error naming what is wrong, never
+    an internal error, and nothing is written where the user did not ask."""
+    line = ktui("--data-dir", "", "base", "list", rc=2).stderr  # an unset shell variable
+    assert "--data-dir is empty" in line and not (ktui.home).exists()
+    a_file = tmp_path / "a-file.txt"
+    a_file.write_text("not a folder", encoding="utf-8")
+    line = one_error_line(ktui("--data-dir", str(a_file), "base", "list", rc=1).stderr)
+    assert str(a_file) in line and "internal error" not in line
+
+    ktui("base", "create", "Out")
+    line = one_error_line(ktui("base", "export", "Out", "-o", str(tmp_path), rc=1).stderr)
+    assert "output: is a folder" in line
+    missing = tmp_path / "no" / "such" / "dir" / "out.json"
+    line = one_error_line(ktui("base", "export", "Out", "-o", str(missing), rc=1).stderr)
+    assert "output: folder does not exist" in line and not (tmp_path / "no").exists()
+    written = tmp_path / "out.json"
+    ktui("base", "export", "Out", "-o", str(written))
+    assert written.stat().st_mode & 0o044  # an ordinary file others may read (umask permitting)
+
+    (tmp_path / "binary.bin").write_bytes(bytes(range(256)) * 8)
+    line = one_error_line(ktui("rank", "x", "--input", str(tmp_path / "binary.bin"), rc=1).stderr)
+    assert "input:" in line and "not UTF-8" in line
+    record = '{"content": "otters"}\n'
+    assert "top_k: must be at least 1" in one_error_line(ktui("rank", "x", "--top-k", "0", stdin=record, rc=1).stderr)
+    assert "min_score" in one_error_line(ktui("rank", "x", "--min-score", "nan", stdin=record, rc=1).stderr)
+    assert "query: must not be empty" in one_error_line(ktui("rank", " ", stdin=record, rc=1).stderr)
+
+    ktui("groups", "create", "Research")
+    line = one_error_line(ktui("groups", "create", "research", rc=1).stderr)
+    assert "a group named 'Research' already exists" in line

@@ -298,6 +298,19 @@ async def test_group_lifecycle(bases):
     assert [g.id for g in await bases.list_groups()] == [work.id]
 
 
+async def test_group_names_are_unique_regardless_of_case(bases):
+    work = await bases.create_group("Work")
+    home = await bases.create_group("Home")
+    for clash in ("Work", "work", " WORK "):
+        with pytest.raises(ValidationError, match="a group named 'Work' already exists") as exc:
+            await bases.create_group(clash)
+        assert only_field(exc) == "name"
+    with pytest.raises(ValidationError, match="already exists"):
+        await bases.rename_group(home.id, "work")
+    assert (await bases.rename_group(work.id, "WORK")).name == "WORK"  # its own name, new case: fine
+    assert sorted(g.name for g in await bases.list_groups()) == ["Home", "WORK"]
+
+
 async def test_deleting_a_group_ungroups_its_bases(bases):
     group = await bases.create_group("G")
     other = await bases.create_group("Other")
