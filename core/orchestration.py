@@ -40,6 +40,7 @@ from core.errors import (
     KnowledgeError,
     NotFoundError,
     PartialDeletionError,
+    ProviderUnavailableError,
     StoreError,
     ValidationError,
 )
@@ -96,6 +97,26 @@ class KnowledgeOrchestrationService:
 
     # --- bases ------------------------------------------------------------
 
+    async def _checked_dimensions(self, model: str, dimensions: Any) -> int:
+        """The width a caller asked for, refused when the model answers another one.
+
+        A base whose width differs from its model's vectors could index nothing (every
+        item would fail "wrong width"), so this asks the model once. A server that
+        cannot be reached now is given the benefit of the doubt: the width may be
+        right, and the items will say so if it is not.
+        """
+        dims = require_dimensions(dimensions)
+        try:
+            actual = await self.embeddings.detect_dimensions(model)
+        except ProviderUnavailableError:
+            return dims
+        if actual != dims:
+            raise ValidationError.field(
+                "dimensions", f"{model} answers {actual}-dimensional vectors, not {dims}; "
+                f"leave it empty to use {actual}, or pick a model of that width"
+            )
+        return dims
+
     async def create_base(
         self, name: Any, embedding_model_id: Any = None, dimensions: Any = None, **config: Any
     ) -> KnowledgeBase:
@@ -104,7 +125,7 @@ class KnowledgeOrchestrationService:
         if dimensions is None:
             dims = await self.embeddings.detect_dimensions(model)
         else:
-            dims = require_dimensions(dimensions)
+            dims = await self._checked_dimensions(model, dimensions)
 
         async def create_store(base: KnowledgeBase) -> None:
             try:
@@ -155,7 +176,8 @@ class KnowledgeOrchestrationService:
     ) -> KnowledgeBase:
         source = await self.bases.get(source_base_id)
         model = require_model_id(embedding_model_id)
-        dims = require_dimensions(dimensions)
+        self.embeddings.parse_model_id(model)
+        dims = await self._checked_dimensions(model, dimensions)
         if (
             source.status == BaseStatus.COMPLETED
             and source.embedding_model_id == model

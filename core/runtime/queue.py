@@ -63,7 +63,10 @@ class InterruptToken:
         soon as the task is interrupted rather than at the next checkpoint: a page that
         never answers would otherwise hold a delete or a shutdown for the whole fetch
         timeout."""
-        self.check()
+        if self.reason is not None:
+            if asyncio.iscoroutine(step):
+                step.close()  # never started: no "was never awaited" warning
+            self.check()
         future = asyncio.ensure_future(step)
         self._steps.add(future)
         try:

@@ -279,14 +279,18 @@ async def test_restore_completed_and_failed_bases(tmp_path, server, corpus):
         assert await ks.wait_idle(timeout=20)
         with pytest.raises(InvalidOperationError):
             await ks.restore_base(source.id, FAKE_MODEL, DIMS)  # a no-op clone
-        restored = await ks.restore_base(source.id, FAKE_MODEL, 16, name="Docs 16")
+        with pytest.raises(ValidationError, match=f"answers {DIMS}-dimensional vectors, not 16") as info:
+            await ks.restore_base(source.id, FAKE_MODEL, 16)  # a width the model does not have
+        assert info.value.errors.keys() == {"dimensions"}
+        restored = await ks.restore_base(source.id, "fake::other", DIMS, name="Docs (other model)")
         assert (restored.chunk_size, restored.chunk_overlap, restored.threshold, restored.document_count) == (
             300, 30, 0.1, 5)
-        assert restored.dimensions == 16
+        assert restored.embedding_model_id == "fake::other" and restored.dimensions == DIMS
         roots = (await ks.list_items(restored.id)).items
         assert sorted(i.type.value for i in roots) == ["directory", "note"]  # roots only
         assert await ks.wait_idle(timeout=20)
         assert len(await all_items(ks, restored.id)) == len(await all_items(ks, source.id))
+        assert {i.status for i in await all_items(ks, restored.id)} == {ItemStatus.COMPLETED}
         # the source is untouched
         assert (await ks.get_base(source.id)).dimensions == DIMS
 
@@ -323,7 +327,7 @@ async def test_restore_aggregates_acceptance_failures_and_drops_the_new_base(tmp
         (corpus / "notes.txt").unlink()
         before = (await ks.list_bases()).total
         with pytest.raises(AggregateAcceptanceError) as info:
-            await ks.restore_base(source.id, FAKE_MODEL, 8)
+            await ks.restore_base(source.id, "fake::other", DIMS)
         assert "notes.txt" in str(info.value)
         assert (await ks.list_bases()).total == before  # the new base was deleted again
         assert (tmp_path / "data" / "bases").exists()
@@ -569,3 +573,18 @@ async def test_a_fetch_that_never_answers_does_not_hold_a_delete_or_a_shutdown(t
         for writer in held:
             writer.close()
         silent.close()
+
+
+async def test_create_base_refuses_a_width_the_model_does_not_answer(tmp_path, server):
+    from core.config import ProviderConfig
+    from tests.support.services import fake_settings
+
+    providers = dict(fake_settings(tmp_path, server.url).providers)
+    providers["dead"] = ProviderConfig(name="dead", kind="openai", base_url="http://127.0.0.1:9/v1", max_retries=0)
+    async with open_service(tmp_path / "data", server.url, providers=providers) as ks:
+        with pytest.raises(ValidationError, match=f"answers {DIMS}-dimensional vectors, not {DIMS + 1}"):
+            await ks.create_base("Too wide", dimensions=DIMS + 1)
+        assert (await ks.list_bases()).total == 0  # nothing was created
+        assert (await ks.create_base("Right", dimensions=DIMS)).dimensions == DIMS
+        # a server that cannot be reached now cannot be asked: the given width is taken
+        assert (await ks.create_base("Offline", "dead::model", dimensions=768)).dimensions == 768

@@ -61,3 +61,25 @@ async def test_an_interrupt_stops_a_long_step_at_once_and_says_why():
     outer.cancel()
     with pytest.raises(asyncio.CancelledError):
         await outer
+
+
+async def test_a_step_of_an_already_interrupted_task_never_starts():
+    import warnings
+
+    import pytest
+
+    from core.errors import TaskInterrupted
+    from core.runtime.queue import InterruptToken
+
+    started = []
+
+    async def step():
+        started.append(True)
+
+    token = InterruptToken()
+    token.interrupt(InterruptReason.SHUTDOWN)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "coroutine was never awaited" would be a RuntimeWarning
+        with pytest.raises(TaskInterrupted, match="shutdown"):
+            await token.run(step())
+    assert started == []
