@@ -122,6 +122,7 @@ class KnowledgeOrchestrationService:
     ) -> KnowledgeBase:
         model = require_model_id(embedding_model_id or self.settings.default_embedding_model)
         self.embeddings.parse_model_id(model)  # unknown provider -> ValidationError naming the field
+        self.embeddings.check_rerank_model(config.get("rerank_model_id"))
         if dimensions is None:
             dims = await self.embeddings.detect_dimensions(model)
         else:

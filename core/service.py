@@ -15,6 +15,7 @@ naming the field, and nothing else.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,8 @@ class KnowledgeService:
         return await self._bases.get(base_id)
 
     async def update_base(self, base_id: Any, patch: Any) -> KnowledgeBase:
+        if isinstance(patch, Mapping):
+            self._embeddings.check_rerank_model(patch.get("rerank_model_id"))
         base = await self._bases.update(base_id, patch)
         self._bus.publish(BaseChanged(base.id))
         return base

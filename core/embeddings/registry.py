@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 
@@ -100,6 +100,26 @@ class EmbeddingService:
         except ValidationError:
             return False
         return True
+
+    def check_rerank_model(self, model_id: Any) -> None:
+        """Refuse a well-formed rerank model id that this configuration cannot serve: a
+        base would otherwise keep a reranker that every search quietly skips."""
+        if not isinstance(model_id, str) or "::" not in model_id:
+            return  # malformed or cleared: the base validation says what is wrong
+        provider = model_id.split("::", 1)[0]
+        config = self.providers.get(provider)
+        if config is None:
+            raise ValidationError.field(
+                "rerank_model_id",
+                f"unknown provider '{provider}' in '{model_id}'; add [providers.{provider}] "
+                f"(kind {' or '.join(RERANK_KINDS)}) to the settings file",
+            )
+        if config.kind not in RERANK_KINDS:
+            raise ValidationError.field(
+                "rerank_model_id",
+                f"provider '{provider}' is a {config.kind} provider, not a rerank provider "
+                f"(kind {' or '.join(RERANK_KINDS)})",
+            )
 
     # --- providers ----------------------------------------------------------
 

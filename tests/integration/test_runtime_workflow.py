@@ -588,3 +588,17 @@ async def test_create_base_refuses_a_width_the_model_does_not_answer(tmp_path, s
         assert (await ks.create_base("Right", dimensions=DIMS)).dimensions == DIMS
         # a server that cannot be reached now cannot be asked: the given width is taken
         assert (await ks.create_base("Offline", "dead::model", dimensions=768)).dimensions == 768
+
+
+async def test_a_rerank_model_must_name_a_configured_rerank_provider(tmp_path, server):
+    async with open_service(tmp_path / "data", server.url) as ks:
+        for model, why in (("nope::reranker", "unknown provider 'nope'"),
+                           ("fake::deterministic", "is a openai provider, not a rerank provider")):
+            with pytest.raises(ValidationError, match=why) as info:
+                await ks.create_base("Reranked", rerank_model_id=model)
+            assert info.value.errors.keys() == {"rerank_model_id"}
+        base = await ks.create_base("Plain")
+        with pytest.raises(ValidationError, match="not a rerank provider"):
+            await ks.update_base(base.id, {"rerank_model_id": "builtin::wordllama"})
+        assert (await ks.get_base(base.id)).rerank_model_id is None
+        assert (await ks.update_base(base.id, {"rerank_model_id": None})).rerank_model_id is None
