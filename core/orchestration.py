@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -229,7 +230,29 @@ class KnowledgeOrchestrationService:
     async def add_items(self, base_id: Any, inputs: Any) -> list[KnowledgeItem]:
         base = require_runnable(await self.bases.get(base_id))
         valid = validate_item_inputs(inputs)
+        await self._refuse_duplicates(base, valid)
         return await self._accept(base, valid)
+
+    async def _refuse_duplicates(self, base: KnowledgeBase, valid: Sequence[ValidItem]) -> None:
+        """The same file, folder, page or sitemap twice in one base would be indexed twice
+        and answer every search twice; reindex is the way to read it again. Notes may
+        repeat (two notes can say the same thing on purpose)."""
+        existing = {_source_key(i.type, i.data): i for i in await self.items.list_all(base.id, roots_only=True)}
+        errors: dict[str, str] = {}
+        seen: dict[tuple[ItemType, str], int] = {}
+        for n, item in enumerate(valid):
+            key = _source_key(item.type, item.data)
+            if key is None:
+                continue
+            field = f"items[{n}].data.{'path' if item.type in (ItemType.FILE, ItemType.DIRECTORY) else 'url'}"
+            if key in existing:
+                errors[field] = f"already in this base: {key[1]} (reindex it to read it again)"
+            elif key in seen:
+                errors[field] = f"given twice (also items[{seen[key]}]): {key[1]}"
+            else:
+                seen[key] = n
+        if errors:
+            raise ValidationError(errors)
 
     async def _accept(self, base: KnowledgeBase, valid: Sequence[ValidItem]) -> list[KnowledgeItem]:
         """Create the root rows (one transaction) and queue their work; returns at once."""
@@ -430,3 +453,11 @@ def payload_of(item: KnowledgeItem) -> dict[str, Any]:
         return {"path": data.path}
     return {"url": data.url}
 
+
+def _source_key(item_type: ItemType, data: Any) -> tuple[ItemType, str] | None:
+    """What makes two root items the same source (None: items that may repeat)."""
+    if item_type in (ItemType.FILE, ItemType.DIRECTORY):
+        return item_type, os.path.normpath(data.path)
+    if item_type in (ItemType.URL, ItemType.SITEMAP):
+        return item_type, data.url
+    return None

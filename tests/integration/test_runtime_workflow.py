@@ -204,12 +204,14 @@ async def test_interrupt_while_preparing_a_sitemap(tmp_path, server):
             assert len(items) == 3  # the root and exactly one copy of each page
             assert {i.status for i in items} == {ItemStatus.COMPLETED}
             assert await ks.check_invariants() == []
-            # delete while preparing leaves nothing behind
-            (again,) = await ks.add_items(base.id, [ItemInput("sitemap", {"url": web.url + "/sitemap.xml"})])
+            # delete while preparing leaves nothing behind (in a second base: one base
+            # holds a sitemap once)
+            second = await ks.create_base("Web again")
+            (again,) = await ks.add_items(second.id, [ItemInput("sitemap", {"url": web.url + "/sitemap.xml"})])
             await wait_for(lambda: _phase_is(ks, again.id, ItemPhase.PREPARING))
-            await ks.delete_items(base.id, [again.id])
+            await ks.delete_items(second.id, [again.id])
             assert await ks.wait_idle(timeout=10)
-            assert len(await all_items(ks, base.id)) == 3
+            assert len(await all_items(ks, base.id)) == 3 and await all_items(ks, second.id) == []
             assert await ks.check_invariants() == []
 
 
@@ -602,3 +604,24 @@ async def test_a_rerank_model_must_name_a_configured_rerank_provider(tmp_path, s
             await ks.update_base(base.id, {"rerank_model_id": "builtin::wordllama"})
         assert (await ks.get_base(base.id)).rerank_model_id is None
         assert (await ks.update_base(base.id, {"rerank_model_id": None})).rerank_model_id is None
+
+
+async def test_the_same_source_is_not_added_twice_to_one_base(tmp_path, server, corpus):
+    page = "https://example.org/page"
+    async with open_service(tmp_path / "data", server.url) as ks:
+        base = await ks.create_base("Once")
+        other = await ks.create_base("Elsewhere")
+        notes = corpus / "notes.txt"
+        await ks.add_items(base.id, [ItemInput("file", {"path": str(notes)})])
+        with pytest.raises(ValidationError, match="already in this base") as info:
+            await ks.add_items(base.id, [ItemInput("note", {"content": "fine"}),
+                                         ItemInput("file", {"path": str(corpus / "guide" / ".." / "notes.txt")})])
+        assert info.value.errors.keys() == {"items[1].data.path"}
+        with pytest.raises(ValidationError, match=r"given twice \(also items\[0\]\)"):
+            await ks.add_items(base.id, [ItemInput("url", {"url": page}), ItemInput("url", {"url": page})])
+        assert len((await ks.list_items(base.id)).items) == 1  # nothing of a refused call was added
+        # another base, and notes, may repeat
+        await ks.add_items(other.id, [ItemInput("file", {"path": str(notes)})])
+        await ks.add_items(base.id, [ItemInput("note", {"content": "same"}), ItemInput("note", {"content": "same"})])
+        assert len((await ks.list_items(base.id)).items) == 3
+        await ks.wait_idle(timeout=20)
