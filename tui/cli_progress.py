@@ -2,7 +2,8 @@
 
 The runtime's events (`ks.subscribe()`) say when an item changes; `ks.wait_idle`
 says when the base's queue is empty. We track the items we queued plus every
-child a container adds below them, so a directory's files count too. On a
+child a container adds below them, so a directory's files count too, and the
+existing children a folder refresh reads again. On a
 terminal (stderr is a tty) one line is redrawn in place; otherwise one plain line
 is printed per item that finishes, which is what logs and CI want.
 """
@@ -90,6 +91,20 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
     base_ids = sorted({r.base_id for r in roots})
     if not base_ids:
         return WaitOutcome()
+    parents: dict[str, str | None] = {}
+
+    async def below_roots(item_id: str) -> bool:
+        """An item that already existed below a followed folder (a refresh re-reads it)."""
+        current_id: str | None = item_id
+        while current_id is not None and current_id not in status:
+            if current_id not in parents:
+                try:
+                    parents[current_id] = (await ks.get_item(current_id)).group_id
+                except KnowledgeError:  # deleted meanwhile
+                    parents[current_id] = None
+            current_id = parents[current_id]
+        return current_id is not None
+
     idle = asyncio.ensure_future(
         ks.wait_idle(base_ids[0] if len(base_ids) == 1 else None, timeout=timeout)
     )
@@ -103,7 +118,10 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
                 elif isinstance(event, ItemsRemoved):
                     for item_id in event.item_ids:
                         status.pop(item_id, None)
-                elif isinstance(event, ItemChanged) and event.item_id in status:
+                elif isinstance(event, ItemChanged) and (
+                    event.item_id in status
+                    or (event.base_id in base_ids and await below_roots(event.item_id))
+                ):
                     status[event.item_id] = event.status
                     if event.status.is_terminal and event.item_id not in reported:
                         reported.add(event.item_id)

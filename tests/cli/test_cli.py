@@ -500,3 +500,18 @@ def test_paths_and_values_a_user_can_get_wrong(ktui, tmp_path):
     ktui("groups", "create", "Research")
     line = one_error_line(ktui("groups", "create", "research", rc=1).stderr)
     assert "a group named 'Research' already exists" in line
+
+
+@pytest.mark.slow
+def test_reindex_wait_counts_the_files_a_folder_refresh_reads_again(ktui):
+    folder = ktui.work / "many"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"f{i}.txt").write_text(f"file {i} about otters", encoding="utf-8")
+    ktui("base", "create", "Many")
+    ktui("add", "Many", str(folder), "--wait")
+    for i in range(3):  # three files change, one is new, two stay as they were
+        (folder / f"f{i}.txt").write_text(f"file {i} now about volcanoes", encoding="utf-8")
+    (folder / "g.txt").write_text("a new file about penguins", encoding="utf-8")
+    waited = ktui.json("reindex", "Many", "many", "--wait")["wait"]
+    assert waited == {"total": 5, "completed": 5, "failed": []}  # the folder, 3 changed, 1 new
