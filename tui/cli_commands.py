@@ -477,8 +477,8 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         dump(search_json(args.query, mode, response))
         return EXIT_OK
-    if response.degraded:
-        err(f"warning: semantic search unavailable, showing keyword (bm25) results: {response.reason}")
+    if response.reason:  # keyword results instead of semantic ones, or results not reranked
+        err(f"warning: {response.reason}")
     if not response.results:
         print("no results")
     for r in response.results:

@@ -515,3 +515,12 @@ def test_reindex_wait_counts_the_files_a_folder_refresh_reads_again(ktui):
     (folder / "g.txt").write_text("a new file about penguins", encoding="utf-8")
     waited = ktui.json("reindex", "Many", "many", "--wait")["wait"]
     assert waited == {"total": 5, "completed": 5, "failed": []}  # the folder, 3 changed, 1 new
+
+
+@pytest.mark.slow
+def test_a_search_that_falls_back_to_keywords_says_so_once(ktui):
+    ktui("base", "create", "Offline", "--model", "dead::model", "--dimensions", "32")  # its server is down
+    result = ktui("search", "Offline", "otters")
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "could not be embedded" in warnings[0]
+    assert warnings[0].count("keyword (bm25)") == 1
