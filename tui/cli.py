@@ -215,14 +215,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
-    except OSError as exc:  # a path the user gave that cannot be used: say which and why
-        if debug:
-            import traceback
-
-            traceback.print_exc()
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"{PROG}: error: {exc.strerror or _one_line(str(exc))}{where}", file=sys.stderr)
-        return EXIT_FAILURE
     except Exception as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
         from core.errors import KnowledgeError
 
@@ -232,6 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         if isinstance(exc, KnowledgeError):
             print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        elif isinstance(exc, OSError):  # a path the user gave that cannot be used: say which and why
+            where = f": {exc.filename}" if exc.filename else ""
+            print(f"{PROG}: error: {exc.strerror or _one_line(str(exc))}{where}", file=sys.stderr)
         else:
             hint = "" if debug else " (run with --debug for details)"
             print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(str(exc))}{hint}", file=sys.stderr)

@@ -48,7 +48,6 @@ class GroupCommit(Generic[E]):
         self._commit = commit
         self._gate = gate or _no_gate
         self._queue: list[_Slot[E]] = []
-        self._draining = False
         self._drainer: asyncio.Task[None] | None = None  # a strong reference: the loop keeps only weak ones
 
     @property
@@ -60,11 +59,14 @@ class GroupCommit(Generic[E]):
     def idle(self) -> bool:
         return not self._draining and not self._queue
 
+    @property
+    def _draining(self) -> bool:
+        return self._drainer is not None and not self._drainer.done()
+
     async def submit(self, entry: E) -> None:
         slot = _Slot(entry, asyncio.get_running_loop().create_future())
         self._queue.append(slot)
         if not self._draining:
-            self._draining = True
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
         await slot.future
 
@@ -83,8 +85,6 @@ class GroupCommit(Generic[E]):
                 _settle(slot, failure)
             self._queue = []
             raise
-        finally:
-            self._draining = False
 
     async def _commit_group(self, group: list[_Slot[E]]) -> None:
         try:

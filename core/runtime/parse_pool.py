@@ -132,6 +132,7 @@ class ParsePool:
         if worker is not None:
             worker.kill()
             self._all.discard(worker)
+            self._killed = {w for w in self._killed if w.process.returncode is None}  # forget the reaped
             self._killed.add(worker)
 
     async def close(self) -> None:
