@@ -27,3 +27,13 @@ def _isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+async def db(tmp_path):
+    """A fresh catalogue database (core.db.Database) in the test's temporary directory."""
+    from core.db import Database
+
+    database = await Database.open(tmp_path / "data")
+    yield database
+    await database.close()

@@ -17,19 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.embedding_server import start_embedding_server
+from tests.support.embedding_server import embedding_server_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 DIMS = 32
 
 
-@pytest.fixture(scope="module")
-def server():
-    handle = start_embedding_server(DIMS)
-    try:
-        yield handle
-    finally:
-        handle.stop()
+server = embedding_server_fixture(DIMS, scope="module")
 
 
 class Ktui:

@@ -16,7 +16,7 @@ import pytest
 
 from core.errors import StoreError
 from core.models import ANY_GROUP, ItemInput, ItemStatus
-from tests.support.embedding_server import start_embedding_server
+from tests.support.embedding_server import embedding_server_fixture
 from tests.support.httpserver import Response, routes, serve
 from tests.support.services import open_service
 
@@ -27,11 +27,7 @@ PAGE = "<html><head><title>{t}</title></head><body><article><h1>{t}</h1><p>{t} e
        "in steady coastal wind, with long paragraphs about string, spars and sails.</p></article></body></html>"
 
 
-@pytest.fixture
-def server():
-    handle = start_embedding_server(DIMS)
-    yield handle
-    handle.stop()
+server = embedding_server_fixture(DIMS)
 
 
 async def settle(ks, base_id) -> dict[str, object]:

@@ -27,6 +27,8 @@ import shutil
 import sys
 import tempfile
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,16 @@ _serial = itertools.count()
 FIRST_ERRORS: list[str] = []
 
 
+@contextmanager
+def recorded(what: str, kind: type[BaseException] = AssertionError) -> Iterator[None]:
+    """Keep the first failures' tracebacks: hypothesis reports only the shrunk one."""
+    try:
+        yield
+    except kind:
+        FIRST_ERRORS.append(f"{what}:\n{traceback.format_exc()}")
+        raise
+
+
 class StormMachine(RuleBasedStateMachine):
     server_url = ""
 
@@ -84,11 +96,8 @@ class StormMachine(RuleBasedStateMachine):
     # --- plumbing ------------------------------------------------------------
 
     def call(self, coro, what: str, timeout: float = CALL_TIMEOUT):
-        try:
+        with recorded(what, Exception):
             return self.loop.run(coro, timeout, what)
-        except Exception:
-            FIRST_ERRORS.append(f"{what}:\n{traceback.format_exc()}")
-            raise
 
     def all_items(self, base_id: str) -> list:
         out, page = [], 1
@@ -241,11 +250,8 @@ class StormMachine(RuleBasedStateMachine):
         self.since_settle = 0
 
     def check_settled(self) -> None:
-        try:
+        with recorded("settled"):
             self._check_settled()
-        except AssertionError:
-            FIRST_ERRORS.append(f"settled:\n{traceback.format_exc()}")
-            raise
 
     def _check_settled(self) -> None:
         assert self.call(self.ks.wait_idle(timeout=CALL_TIMEOUT), "wait_idle", CALL_TIMEOUT + 5), "never idle"
@@ -265,11 +271,8 @@ class StormMachine(RuleBasedStateMachine):
     @invariant()
     def invariants_hold(self) -> None:
         self.since_settle += 1
-        try:
+        with recorded("invariant"):
             self._invariants_hold()
-        except AssertionError:
-            FIRST_ERRORS.append(f"invariant:\n{traceback.format_exc()}")
-            raise
 
     def _invariants_hold(self) -> None:
         self.since_restart += 1

@@ -8,7 +8,6 @@ import pytest
 
 from core.data.base_service import KnowledgeBaseService
 from core.data.item_service import KnowledgeItemService
-from core.db import Database
 from tests.support.httpserver import routes, serve
 
 
@@ -26,14 +25,6 @@ def site(_site_server) -> SimpleNamespace:
     srv, table = _site_server
     table.clear()
     return SimpleNamespace(url=srv.url, table=table)
-
-
-@pytest.fixture
-async def db(tmp_path):
-    """A fresh catalogue database in the test's temporary directory."""
-    database = await Database.open(tmp_path / "data")
-    yield database
-    await database.close()
 
 
 @pytest.fixture

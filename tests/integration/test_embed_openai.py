@@ -20,6 +20,7 @@ from core.errors import (
 from tests.support.embedding_server import (
     SharedHandlerServer,
     deterministic_vectors,
+    embedding_server_fixture,
     start_embedding_server,
 )
 from tests.support.httpserver import Request, Response
@@ -29,11 +30,7 @@ DIMS = 24
 shared = SharedHandlerServer.fixture()  # one 127.0.0.1 server per module, handler per test
 
 
-@pytest.fixture
-def server():
-    handle = start_embedding_server(DIMS, models=("text-embed", "other"), strict_models=True)
-    yield handle
-    handle.stop()
+server = embedding_server_fixture(DIMS, models=("text-embed", "other"), strict_models=True)
 
 
 def service(tmp_path, url: str, **kw) -> EmbeddingService:

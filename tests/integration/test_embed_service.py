@@ -13,16 +13,15 @@ from core.embeddings.cache import DiskCache, cache_key
 from core.embeddings.registry import sendable
 from core.engine import clear_session_cache, rank_docs_by_embedding, service_embedder
 from core.errors import EmbeddingShapeError, ValidationError
-from tests.support.embedding_server import deterministic_vectors, start_embedding_server
+from tests.support.embedding_server import (
+    deterministic_vectors,
+    embedding_server_fixture,
+)
 
 DIMS = 32
 
 
-@pytest.fixture
-def server():
-    handle = start_embedding_server(DIMS)
-    yield handle
-    handle.stop()
+server = embedding_server_fixture(DIMS)
 
 
 def make_settings(tmp_path, url: str, **emb) -> Settings:

@@ -21,17 +21,13 @@ from core.models import (
     ItemType,
     SearchMode,
 )
-from tests.support.embedding_server import start_embedding_server
+from tests.support.embedding_server import embedding_server_fixture
 from tests.support.services import FAKE_MODEL, open_service, write_files
 
 DIMS = 16
 
 
-@pytest.fixture
-def server():
-    handle = start_embedding_server(DIMS)
-    yield handle
-    handle.stop()
+server = embedding_server_fixture(DIMS)
 
 
 @pytest.fixture

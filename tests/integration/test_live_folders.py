@@ -11,17 +11,13 @@ import pytest
 
 from core.errors import ValidationError
 from core.models import ANY_GROUP, ItemInput, ItemStatus, ItemType
-from tests.support.embedding_server import start_embedding_server
+from tests.support.embedding_server import embedding_server_fixture
 from tests.support.services import open_service, write_files
 
 DIMS = 32
 
 
-@pytest.fixture
-def server():
-    handle = start_embedding_server(DIMS)
-    yield handle
-    handle.stop()
+server = embedding_server_fixture(DIMS)
 
 
 @pytest.fixture

@@ -10,15 +10,10 @@ import os
 import pytest
 
 from core.models import ANY_GROUP, ItemInput, ItemStatus
-from tests.support.embedding_server import start_embedding_server
+from tests.support.embedding_server import embedding_server_fixture
 from tests.support.services import open_service, write_files
 
-
-@pytest.fixture
-def server():
-    handle = start_embedding_server(32)
-    yield handle
-    handle.stop()
+server = embedding_server_fixture(32)
 
 
 async def leaves_by_path(ks, base_id) -> dict[str, object]:

@@ -33,7 +33,7 @@ from core.models import (
     ScoreKind,
 )
 from core.runtime.service import SHUTDOWN_MESSAGE
-from tests.support.embedding_server import start_embedding_server
+from tests.support.embedding_server import embedding_server_fixture
 from tests.support.httpserver import Response, routes, serve
 from tests.support.services import FAKE_MODEL, open_service, write_files
 
@@ -46,11 +46,7 @@ DOCS = {
 }
 
 
-@pytest.fixture
-def server():
-    handle = start_embedding_server(DIMS)
-    yield handle
-    handle.stop()
+server = embedding_server_fixture(DIMS)
 
 
 @pytest.fixture

@@ -31,19 +31,16 @@ from core.transfer import (
     read_document,
     resolve_base,
 )
-from tests.support.embedding_server import start_embedding_server
+from tests.support.embedding_server import (
+    embedding_server_fixture,
+    start_embedding_server,
+)
 from tests.support.services import FAKE_MODEL, open_service, write_files
 
 DIMS = 32
 
 
-@pytest.fixture
-def server():
-    handle = start_embedding_server(DIMS)
-    try:
-        yield handle
-    finally:
-        handle.stop()
+server = embedding_server_fixture(DIMS)
 
 
 def legacy_backup(bases: list[dict], notes: list[dict] = (), files: list[dict] = (), version: int = 5) -> dict:

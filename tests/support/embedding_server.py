@@ -610,11 +610,12 @@ def start_embedding_server(dims: int = DEFAULT_DIMS, *, models: Sequence[str] = 
     return handle
 
 
-def embedding_server_fixture(dims: int = DEFAULT_DIMS, **kw: Any) -> Any:
-    """Make a pytest fixture: `embedding_server = embedding_server_fixture(dims=32)` in a test module."""
+def embedding_server_fixture(dims: int = DEFAULT_DIMS, *, scope: str = "function", **kw: Any) -> Any:
+    """Make a pytest fixture: `server = embedding_server_fixture(32)` in a test module
+    (`scope="module"` to share one server; `**kw` go to `start_embedding_server`)."""
     import pytest
 
-    @pytest.fixture
+    @pytest.fixture(scope=scope)
     def _fixture() -> Iterator[EmbeddingServerHandle]:
         handle = start_embedding_server(dims, **kw)
         try:

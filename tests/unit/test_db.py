@@ -19,13 +19,6 @@ NOW = "2026-01-01T00:00:00.000000Z"
 
 
 @pytest.fixture
-async def db(tmp_path):
-    database = await Database.open(tmp_path / "data")
-    yield database
-    await database.close()
-
-
-@pytest.fixture
 async def raw(tmp_path) -> sqlite3.Connection:
     """A plain sqlite3 connection on a freshly migrated catalogue, foreign keys on."""
     database = await Database.open(tmp_path / "data")
