@@ -59,7 +59,6 @@ EXPORT_FORMAT = "ktui-export"
 EXPORT_VERSION = 1
 LEGACY_MAX_VERSION = 5
 LEGACY_PERSIST_KEY = "persist:cherry-studio"
-RERANK_PROVIDER_KINDS = ("rerank", "tei-rerank")
 
 # Settings copied between a base and a document, in document order.
 CONFIG_KEYS = (
@@ -569,9 +568,13 @@ class Importer:
         return check
 
     def _rerank_usable(self, model_id: str) -> bool:
-        provider = model_id.split("::", 1)[0]
-        config = self.embeddings.providers.get(provider)
-        return config is not None and config.kind in RERANK_PROVIDER_KINDS
+        if "::" not in model_id:
+            return False
+        try:
+            self.embeddings.check_rerank_model(model_id)  # the rule create and update apply
+        except ValidationError:
+            return False
+        return True
 
     async def _group_id(self, name: str) -> str:
         if self._groups is None:  # group names are unique regardless of case
