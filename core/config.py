@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
-from core.errors import ConfigError
-from core.models import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from ktui.core.errors import ConfigError
+from ktui.core.models import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 
 APP_NAME = "ktui"
 DEFAULT_EMBEDDING_MODEL = "builtin::wordllama"

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from core.errors import SchemaVersionError, StoreError
+from ktui.core.errors import SchemaVersionError, StoreError
 
 T = TypeVar("T")
 

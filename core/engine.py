@@ -364,7 +364,7 @@ async def settings_embedder(settings: Any, model_id: str) -> AsyncIterator[Servi
     An unknown provider raises ValidationError at once (a mistake, not a reason to
     degrade); failures while embedding degrade the ranking as usual.
     """
-    from core.embeddings import EmbeddingService
+    from ktui.core.embeddings import EmbeddingService
 
     async with EmbeddingService(settings) as service:
         service.parse_model_id(model_id)

@@ -14,7 +14,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from core.errors import InvalidOperationError
+from ktui.core.errors import InvalidOperationError
 
 LOCK_NAME = "ktui.lock"
 

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from core.config import Settings
-from core.data.base_service import KnowledgeBaseService, require_runnable
-from core.data.item_service import KnowledgeItemService
-from core.data.validation import (
+from ktui.core.config import Settings
+from ktui.core.data.base_service import KnowledgeBaseService, require_runnable
+from ktui.core.data.item_service import KnowledgeItemService
+from ktui.core.data.validation import (
     ValidItem,
     require_dimensions,
     require_id,
@@ -33,9 +33,9 @@ from core.data.validation import (
     validate_item_input,
     validate_item_inputs,
 )
-from core.embeddings import EmbeddingService
-from core.engine import RankResult, service_embedder
-from core.errors import (
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.engine import RankResult, service_embedder
+from ktui.core.errors import (
     AggregateAcceptanceError,
     InvalidOperationError,
     KnowledgeError,
@@ -45,7 +45,7 @@ from core.errors import (
     StoreError,
     ValidationError,
 )
-from core.models import (
+from ktui.core.models import (
     CONTAINER_TYPES,
     BaseChanged,
     BaseRemoved,
@@ -64,12 +64,12 @@ from core.models import (
     SearchMode,
     SearchResponse,
 )
-from core.runtime.events import EventBus
-from core.runtime.queue import InterruptReason
-from core.runtime.search import run_search
-from core.runtime.service import KnowledgeRuntimeService, describe_error
-from core.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
-from core.store import StoreManager
+from ktui.core.runtime.events import EventBus
+from ktui.core.runtime.queue import InterruptReason
+from ktui.core.runtime.search import run_search
+from ktui.core.runtime.service import KnowledgeRuntimeService, describe_error
+from ktui.core.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
+from ktui.core.store import StoreManager
 
 log = logging.getLogger(__name__)
 

@@ -19,15 +19,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from core.config import Settings, load_settings
-from core.data.base_service import KnowledgeBaseService
-from core.data.item_service import KnowledgeItemService
-from core.data.validation import require_id, require_model_id
-from core.db import Database
-from core.embeddings import EmbeddingService
-from core.engine import RankResult
-from core.lockfile import DataDirLock
-from core.models import (
+from ktui.core.config import Settings, load_settings
+from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.item_service import KnowledgeItemService
+from ktui.core.data.validation import require_id, require_model_id
+from ktui.core.db import Database
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.engine import RankResult
+from ktui.core.lockfile import DataDirLock
+from ktui.core.models import (
     ROOT,
     BaseChanged,
     ChunkRecord,
@@ -39,11 +39,11 @@ from core.models import (
     QueueStats,
     SearchResponse,
 )
-from core.orchestration import KnowledgeOrchestrationService
-from core.runtime.events import EventBus, Subscription
-from core.runtime.invariants import check_invariants
-from core.runtime.service import KnowledgeRuntimeService
-from core.store import StoreManager
+from ktui.core.orchestration import KnowledgeOrchestrationService
+from ktui.core.runtime.events import EventBus, Subscription
+from ktui.core.runtime.invariants import check_invariants
+from ktui.core.runtime.service import KnowledgeRuntimeService
+from ktui.core.store import StoreManager
 
 
 class KnowledgeService:
@@ -241,8 +241,8 @@ class KnowledgeService:
 
     async def export_bases(self, base_ids: Any) -> dict[str, Any]:
         """A versioned export document: each base's settings and its root items' payloads."""
-        from core.data.validation import require_ids
-        from core.transfer import build_export, export_entry
+        from ktui.core.data.validation import require_ids
+        from ktui.core.transfer import build_export, export_entry
 
         groups = {g.id: g.name for g in await self.list_groups()}
         entries = []
@@ -255,7 +255,7 @@ class KnowledgeService:
     @staticmethod
     def read_document(path: Path | str) -> dict[str, Any]:
         """Load an export document or a legacy backup from a file ('-' reads stdin)."""
-        from core.transfer import read_document
+        from ktui.core.transfer import read_document
 
         return read_document(path)
 
@@ -269,7 +269,7 @@ class KnowledgeService:
         queued; the others become failed `missing_embedding_model` bases with
         idle items, recoverable with `restore_base`.
         """
-        from core.transfer import Importer, parse_document
+        from ktui.core.transfer import Importer, parse_document
 
         parsed = parse_document(document)
         importer = Importer(bases=self._bases, items=self._items, workflow=self._workflow,
@@ -278,13 +278,13 @@ class KnowledgeService:
 
     async def resolve_base(self, ref: Any) -> KnowledgeBase:
         """A base by id, or by unique name (exact, then case-insensitive)."""
-        from core.transfer import resolve_base
+        from ktui.core.transfer import resolve_base
 
         return resolve_base(await self._bases.list_all(), ref)
 
     async def resolve_item(self, base_id: Any, ref: Any) -> KnowledgeItem:
         """An item of the base (any level) by id, unique id prefix, source or display name."""
-        from core.transfer import resolve_item
+        from ktui.core.transfer import resolve_item
 
         base = await self._bases.get(base_id)
         return resolve_item(await self._items.list_all(base.id), ref)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.engine import MAX_EMBED_CHARS, Embedder, RankResult, rank_docs_by_embedding
-from core.models import (
+from ktui.core.engine import MAX_EMBED_CHARS, Embedder, RankResult, rank_docs_by_embedding
+from ktui.core.models import (
     DirectoryItemData,
     FileItemData,
     KnowledgeItem,

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.data.validation import (
+from ktui.core.data.validation import (
     MAX_INPUTS_PER_CALL,
     MAX_PATH_CHARS,
     ValidItem,
@@ -41,8 +41,8 @@ from core.data.validation import (
     validate_base_field,
     validate_item_input,
 )
-from core.errors import KnowledgeError, ProviderError, ValidationError
-from core.models import (
+from ktui.core.errors import KnowledgeError, ProviderError, ValidationError
+from ktui.core.models import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
     DirectoryItemData,
@@ -171,7 +171,7 @@ class ParsedDocument:
 
 def export_entry(base: KnowledgeBase, roots: Iterable[KnowledgeItem], group_name: str | None) -> dict[str, Any]:
     """One base of an export document: its settings and its root items' payloads."""
-    from core.orchestration import (
+    from ktui.core.orchestration import (
         payload_of,  # lazy: orchestration pulls in the runtime
     )
 
@@ -631,7 +631,7 @@ class Importer:
         report.kept = len(report.item_ids)
 
     async def _import_failed(self, plan: BasePlan, config: dict[str, Any], check: ModelCheck) -> None:
-        from core.models import BaseChanged, ItemsAdded
+        from ktui.core.models import BaseChanged, ItemsAdded
 
         report = plan.report
         valid = [structural_item(item.type, item.data, item.label) for item in plan.items]
@@ -706,7 +706,7 @@ def resolve_base(bases: Sequence[KnowledgeBase], ref: Any) -> KnowledgeBase:
             return hits[0]
         if len(hits) > 1:
             raise ValidationError.field("base", _ambiguous(ref, "bases", [f"{b.name} ({b.id})" for b in hits]))
-    from core.errors import NotFoundError
+    from ktui.core.errors import NotFoundError
 
     raise NotFoundError("Knowledge base", ref)
 
@@ -731,7 +731,7 @@ def resolve_item(items: Sequence[KnowledgeItem], ref: Any) -> KnowledgeItem:
             raise ValidationError.field(
                 "item", _ambiguous(ref, "items", [f"{i.type.value} {i.display_name} ({i.id})" for i in hits])
             )
-    from core.errors import NotFoundError
+    from ktui.core.errors import NotFoundError
 
     raise NotFoundError("Item", ref)
 

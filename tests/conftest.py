@@ -32,7 +32,7 @@ def _isolated_environment(tmp_path, monkeypatch):
 @pytest.fixture
 async def db(tmp_path):
     """A fresh catalogue database (core.db.Database) in the test's temporary directory."""
-    from core.db import Database
+    from ktui.core.db import Database
 
     database = await Database.open(tmp_path / "data")
     yield database

@@ -35,9 +35,9 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Footer, Input, Label, OptionList, Select
 
-from core.config import Settings
-from core.errors import KnowledgeError
-from core.models import (
+from ktui.core.config import Settings
+from ktui.core.errors import KnowledgeError
+from ktui.core.models import (
     BaseChanged,
     BaseRemoved,
     ItemChanged,
@@ -47,21 +47,21 @@ from core.models import (
     KnowledgeBase,
     QueueStats,
 )
-from core.service import KnowledgeService
-from tui.keymap import APP_ACTIONS, bindings, display_key, key_of, unknown_ids
-from tui.messages import BasesLoaded, SearchFinished, ServiceEvents, ServiceFailed
-from tui.screens.add_items import AddItemsScreen
-from tui.screens.base_form import BaseFormScreen
-from tui.screens.chunks import ChunkBrowserScreen, ChunkContextScreen
-from tui.screens.common import Dialog, error_text
-from tui.screens.confirm import ConfirmScreen
-from tui.screens.help import HelpScreen
-from tui.screens.restore import RestoreScreen
-from tui.screens.similar import SimilarScreen
-from tui.widgets.bases_pane import BasesPane
-from tui.widgets.item_tree import ItemTree
-from tui.widgets.search_pane import SearchPane, short_source
-from tui.widgets.status_line import StatusLine
+from ktui.core.service import KnowledgeService
+from ktui.tui.keymap import APP_ACTIONS, bindings, display_key, key_of, unknown_ids
+from ktui.tui.messages import BasesLoaded, SearchFinished, ServiceEvents, ServiceFailed
+from ktui.tui.screens.add_items import AddItemsScreen
+from ktui.tui.screens.base_form import BaseFormScreen
+from ktui.tui.screens.chunks import ChunkBrowserScreen, ChunkContextScreen
+from ktui.tui.screens.common import Dialog, error_text
+from ktui.tui.screens.confirm import ConfirmScreen
+from ktui.tui.screens.help import HelpScreen
+from ktui.tui.screens.restore import RestoreScreen
+from ktui.tui.screens.similar import SimilarScreen
+from ktui.tui.widgets.bases_pane import BasesPane
+from ktui.tui.widgets.item_tree import ItemTree
+from ktui.tui.widgets.search_pane import SearchPane, short_source
+from ktui.tui.widgets.status_line import StatusLine
 
 
 REFRESH_HZ = 15
@@ -642,6 +642,6 @@ def run_app(settings: Settings, *, demo: bool = False) -> int:
 __all__ = ["KtuiApp", "demo_corpus_dir", "run_app"]
 
 if __name__ == "__main__":  # pragma: no cover - `python -m tui.app` for development
-    from core.config import load_settings
+    from ktui.core.config import load_settings
 
     sys.exit(run_app(load_settings(), demo="--demo" in sys.argv))

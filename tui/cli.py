@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tui.cli_render import UsageError
+from ktui.tui.cli_render import UsageError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
-        from core.errors import KnowledgeError
+        from ktui.core.errors import KnowledgeError
 
         if debug:
             import traceback
@@ -246,7 +246,7 @@ def _silence_stdout() -> None:
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from core.config import load_settings
+    from ktui.core.config import load_settings
 
     for option, value in (("--data-dir", args.data_dir), ("--config", args.config)):
         if value is not None and not str(value).strip():
@@ -254,12 +254,12 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             raise UsageError(f"{option} is empty")
     settings = load_settings(config_file=args.config, data_dir=args.data_dir)
     if args.command is None:
-        from tui.app import run_app  # textual is imported only here
+        from ktui.tui.app import run_app  # textual is imported only here
 
         return int(run_app(settings, demo=args.demo) or 0)
     if args.demo:
         raise UsageError("--demo only applies to the TUI (no command)")
-    from tui import cli_commands
+    from ktui.tui import cli_commands
 
     name = args.command
     for attr in ("base_command", "groups_command"):

@@ -20,11 +20,11 @@ from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from core.config import Settings
-from core.errors import ValidationError
-from core.models import ANY_GROUP, ItemInput, ItemStatus, KnowledgeBase, KnowledgeItem
-from tui.cli_progress import Progress, WaitOutcome, follow
-from tui.cli_render import (
+from ktui.core.config import Settings
+from ktui.core.errors import ValidationError
+from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus, KnowledgeBase, KnowledgeItem
+from ktui.tui.cli_progress import Progress, WaitOutcome, follow
+from ktui.tui.cli_render import (
     UsageError,
     base_json,
     base_lines,
@@ -48,7 +48,7 @@ BATCH = 100
 
 @asynccontextmanager
 async def service(settings: Settings) -> AsyncIterator[Any]:
-    from core.service import KnowledgeService
+    from ktui.core.service import KnowledgeService
 
     ks = await KnowledgeService.open(settings=settings)
     try:
@@ -100,7 +100,7 @@ async def _group_id(ks: Any, ref: str | None, *, create: bool) -> str | None:
             raise ValidationError.field("group", f"'{ref}' matches {len(match)} groups; name one by its id")
     if create:
         return (await ks.create_group(ref)).id
-    from core.errors import NotFoundError
+    from ktui.core.errors import NotFoundError
 
     raise NotFoundError("Group", ref)
 
@@ -291,7 +291,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
-    from core.service import KnowledgeService
+    from ktui.core.service import KnowledgeService
 
     document = KnowledgeService.read_document(args.file)
     async with service(settings) as ks:
@@ -572,7 +572,7 @@ def _read_records(path: str | None) -> list[dict[str, Any]]:
 
 async def cmd_rank(settings: Settings, args: argparse.Namespace) -> int:
     """JSON lines in, JSON lines out: `{"rank", "score", "degraded", "record"}` per match."""
-    from core.engine import rank_docs_by_embedding, settings_embedder
+    from ktui.core.engine import rank_docs_by_embedding, settings_embedder
 
     if not args.query.strip():
         raise ValidationError.field("query", "must not be empty")

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from core.errors import KnowledgeError
-from core.models import (
+from ktui.core.errors import KnowledgeError
+from ktui.core.models import (
     ANY_GROUP,
     ItemChanged,
     ItemsAdded,

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from enum import Enum
 from typing import Any, TextIO
 
-from core.models import (
+from ktui.core.models import (
     ChunkRecord,
     EmbeddingModelInfo,
     KnowledgeBase,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
-from core.models import (
+from ktui.core.models import (
     Event,
     KnowledgeBase,
     KnowledgeGroup,

@@ -17,8 +17,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from core.config import Settings  # noqa: E402
-from tui.app import KtuiApp  # noqa: E402
+from ktui.core.config import Settings  # noqa: E402
+from ktui.tui.app import KtuiApp  # noqa: E402
 
 QUERY = "how do I repair a torn sail"
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import aiosqlite
 
-from core.data.rows import BASE_COLUMNS, base_from_row, group_from_row
-from core.data.validation import (
+from ktui.core.data.rows import BASE_COLUMNS, base_from_row, group_from_row
+from ktui.core.data.validation import (
     BASE_PATCHABLE,
     check_base_consistency,
     require_dimensions,
@@ -25,9 +25,9 @@ from core.data.validation import (
     validate_base_field,
     validate_base_patch,
 )
-from core.db import Database, new_id, utc_now
-from core.errors import BaseUnavailableError, NotFoundError, ValidationError
-from core.models import (
+from ktui.core.db import Database, new_id, utc_now
+from ktui.core.errors import BaseUnavailableError, NotFoundError, ValidationError
+from ktui.core.models import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_EMOJI,

@@ -17,8 +17,8 @@ from typing import Any
 
 import aiosqlite
 
-from core.data.rows import BASE_COLUMNS, ITEM_COLUMNS, base_from_row, data_to_json, item_from_row
-from core.data.validation import (
+from ktui.core.data.rows import BASE_COLUMNS, ITEM_COLUMNS, base_from_row, data_to_json, item_from_row
+from ktui.core.data.validation import (
     ValidItem,
     require_group_filter,
     require_id,
@@ -28,9 +28,9 @@ from core.data.validation import (
     require_phase,
     require_status,
 )
-from core.db import Database, new_id, utc_now
-from core.errors import NotFoundError, ValidationError
-from core.models import (
+from ktui.core.db import Database, new_id, utc_now
+from ktui.core.errors import NotFoundError, ValidationError
+from ktui.core.models import (
     ANY_GROUP,
     CONTAINER_TYPES,
     ITEM_DATA_CLASSES,

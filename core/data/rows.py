@@ -6,7 +6,7 @@ import dataclasses
 import json
 from typing import Any
 
-from core.models import (
+from ktui.core.models import (
     ITEM_DATA_CLASSES,
     BaseStatus,
     ItemData,

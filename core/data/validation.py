@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import regex
 
-from core.errors import ValidationError
-from core.models import (
+from ktui.core.errors import ValidationError
+from ktui.core.models import (
     ANY_GROUP,
     DirectoryItemData,
     FileItemData,

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from core.config import ProviderConfig
-from core.errors import EmbeddingShapeError
-from core.models import EmbeddingModelInfo
+from ktui.core.config import ProviderConfig
+from ktui.core.errors import EmbeddingShapeError
+from ktui.core.models import EmbeddingModelInfo
 
 
 class EmbeddingProvider(ABC):

@@ -36,10 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
-from core.config import ProviderConfig
-from core.embeddings.base import EmbeddingProvider, l2_normalise, model_id
-from core.errors import ModelNotFoundError, ProviderError
-from core.models import EmbeddingModelInfo
+from ktui.core.config import ProviderConfig
+from ktui.core.embeddings.base import EmbeddingProvider, l2_normalise, model_id
+from ktui.core.errors import ModelNotFoundError, ProviderError
+from ktui.core.models import EmbeddingModelInfo
 
 WEIGHTS_FILE = "weights/l2_supercat_256.safetensors"
 TOKENIZER_FILE = "tokenizers/l2_supercat_tokenizer_config.json"

@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from core.config import ProviderConfig
-from core.errors import (
+from ktui.core.config import ProviderConfig
+from ktui.core.errors import (
     EmbeddingShapeError,
     ModelNotFoundError,
     ProviderError,

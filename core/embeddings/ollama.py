@@ -10,11 +10,11 @@ import asyncio
 
 import numpy as np
 
-from core.config import ProviderConfig
-from core.embeddings.base import EmbeddingProvider, model_id, to_matrix
-from core.embeddings.http import ProviderHttp, join_url
-from core.errors import EmbeddingShapeError, ProviderError
-from core.models import EmbeddingModelInfo
+from ktui.core.config import ProviderConfig
+from ktui.core.embeddings.base import EmbeddingProvider, model_id, to_matrix
+from ktui.core.embeddings.http import ProviderHttp, join_url
+from ktui.core.errors import EmbeddingShapeError, ProviderError
+from ktui.core.models import EmbeddingModelInfo
 
 
 class OllamaProvider(EmbeddingProvider):

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.config import ProviderConfig
-from core.embeddings.base import EmbeddingProvider, model_id, to_matrix
-from core.embeddings.http import ProviderHttp, versioned_url
-from core.errors import EmbeddingShapeError, ModelNotFoundError, ProviderError
-from core.models import EmbeddingModelInfo
+from ktui.core.config import ProviderConfig
+from ktui.core.embeddings.base import EmbeddingProvider, model_id, to_matrix
+from ktui.core.embeddings.http import ProviderHttp, versioned_url
+from ktui.core.errors import EmbeddingShapeError, ModelNotFoundError, ProviderError
+from ktui.core.models import EmbeddingModelInfo
 
 
 class OpenAIProvider(EmbeddingProvider):

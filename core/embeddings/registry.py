@@ -15,16 +15,16 @@ from typing import Any, Self
 
 import numpy as np
 
-from core.config import ProviderConfig, Settings
-from core.embeddings.base import EmbeddingProvider, RerankProvider, check_width
-from core.embeddings.builtin import BuiltinProvider
-from core.embeddings.cache import EmbeddingCache, cache_key
-from core.embeddings.coalesce import Coalescer
-from core.embeddings.ollama import OllamaProvider
-from core.embeddings.openai import OpenAIProvider
-from core.embeddings.rerank import TeiRerankProvider, V1RerankProvider
-from core.errors import EmbeddingShapeError, ProviderError, ValidationError
-from core.models import EmbeddingModelInfo, ModelListing
+from ktui.core.config import ProviderConfig, Settings
+from ktui.core.embeddings.base import EmbeddingProvider, RerankProvider, check_width
+from ktui.core.embeddings.builtin import BuiltinProvider
+from ktui.core.embeddings.cache import EmbeddingCache, cache_key
+from ktui.core.embeddings.coalesce import Coalescer
+from ktui.core.embeddings.ollama import OllamaProvider
+from ktui.core.embeddings.openai import OpenAIProvider
+from ktui.core.embeddings.rerank import TeiRerankProvider, V1RerankProvider
+from ktui.core.errors import EmbeddingShapeError, ProviderError, ValidationError
+from ktui.core.models import EmbeddingModelInfo, ModelListing
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ the same whether the configured base URL ends in `/`, `/v1`, or neither.
 
 from __future__ import annotations
 
-from core.config import ProviderConfig
-from core.embeddings.base import RerankProvider, is_finite_number
-from core.embeddings.http import ProviderHttp, versioned_url
-from core.errors import EmbeddingShapeError
+from ktui.core.config import ProviderConfig
+from ktui.core.embeddings.base import RerankProvider, is_finite_number
+from ktui.core.embeddings.http import ProviderHttp, versioned_url
+from ktui.core.errors import EmbeddingShapeError
 
 
 def tei_rerank_url(base: str) -> str:

@@ -8,10 +8,10 @@
 See docs/ingestion.md for behaviour and the decisions behind it.
 """
 
-from core.ingest.chunking import chunk_documents, estimate_tokens
-from core.ingest.expand import DirectoryListing, expand_directory, expand_sitemap
-from core.ingest.fetch import FetchedResource, Fetcher, validate_url
-from core.ingest.readers import SUPPORTED_EXTENSIONS, is_supported_file, read_leaf
+from ktui.core.ingest.chunking import chunk_documents, estimate_tokens
+from ktui.core.ingest.expand import DirectoryListing, expand_directory, expand_sitemap
+from ktui.core.ingest.fetch import FetchedResource, Fetcher, validate_url
+from ktui.core.ingest.readers import SUPPORTED_EXTENSIONS, is_supported_file, read_leaf
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.errors import ValidationError
-from core.ingest import markdown
-from core.ingest.tokens import (
+from ktui.core.errors import ValidationError
+from ktui.core.ingest import markdown
+from ktui.core.ingest.tokens import (
     DENSE,
     SPACE,
     WORD,
@@ -50,7 +50,7 @@ from core.ingest.tokens import (
     estimate_tokens,
     starts_from_classes,
 )
-from core.models import Chunk, Document, ItemType
+from ktui.core.models import Chunk, Document, ItemType
 
 __all__ = ["MARKDOWN_CONTENT_TYPE", "Span", "chunk_documents", "estimate_tokens", "split_text"]
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import pathspec
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest.readers import is_supported_file
-from core.ingest.sitemap import expand_sitemap
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest.readers import is_supported_file
+from ktui.core.ingest.sitemap import expand_sitemap
 
 __all__ = ["DEFAULT_SKIPPED_DIRS", "DirectoryListing", "expand_directory", "expand_sitemap", "walk_directory"]
 

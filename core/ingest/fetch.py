@@ -17,8 +17,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from core.config import IngestSettings
-from core.errors import IngestError
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
 
 USER_AGENT = "ktui/0.1 (knowledge base indexer; +https://pypi.org/project/ktui/)"
 _REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})

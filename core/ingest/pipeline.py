@@ -12,11 +12,11 @@ import hashlib
 import os
 from dataclasses import dataclass, replace
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest.chunking import chunk_documents
-from core.ingest.readers import is_supported_file, parse_bytes, read_file_bytes
-from core.models import Chunk, FileItemData, ItemType
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest.chunking import chunk_documents
+from ktui.core.ingest.readers import is_supported_file, parse_bytes, read_file_bytes
+from ktui.core.models import Chunk, FileItemData, ItemType
 
 HASH_BLOCK = 1 << 20
 

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest.fetch import FetchedResource, Fetcher
-from core.ingest.formats import epub, html, office, pdf, text
-from core.models import Document, FileItemData, ItemType, NoteItemData, UrlItemData
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest.fetch import FetchedResource, Fetcher
+from ktui.core.ingest.formats import epub, html, office, pdf, text
+from ktui.core.models import Document, FileItemData, ItemType, NoteItemData, UrlItemData
 
 Parser = Callable[[bytes, str, str], list[Document]]
 

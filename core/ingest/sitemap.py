@@ -26,9 +26,9 @@ from xml.etree.ElementTree import Element, ParseError
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest.fetch import FetchedResource, Fetcher, validate_url
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest.fetch import FetchedResource, Fetcher, validate_url
 
 NO_URLS = "Sitemap contains no indexable URLs"
 

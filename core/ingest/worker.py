@@ -20,8 +20,8 @@ import struct
 import sys
 from typing import Any, BinaryIO
 
-from core.errors import KnowledgeError
-from core.ingest.pipeline import read_and_chunk_file
+from ktui.core.errors import KnowledgeError
+from ktui.core.ingest.pipeline import read_and_chunk_file
 
 FUNCTIONS = {"read_and_chunk_file": read_and_chunk_file}
 HEADER = struct.Struct(">I")

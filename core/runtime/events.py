@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core.models import BaseChanged, BaseRemoved, Event, ItemChanged, ItemsAdded, ItemsRemoved, QueueStats
+from ktui.core.models import BaseChanged, BaseRemoved, Event, ItemChanged, ItemsAdded, ItemsRemoved, QueueStats
 
 _unique = itertools.count()
 

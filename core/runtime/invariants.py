@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 
-from core.data.base_service import KnowledgeBaseService
-from core.data.item_service import KnowledgeItemService
-from core.errors import StoreError
-from core.models import CONTAINER_TYPES, ItemStatus
-from core.runtime.service import KnowledgeRuntimeService
+from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.item_service import KnowledgeItemService
+from ktui.core.errors import StoreError
+from ktui.core.models import CONTAINER_TYPES, ItemStatus
+from ktui.core.runtime.service import KnowledgeRuntimeService
 
 
 async def check_invariants(

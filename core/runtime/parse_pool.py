@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import pickle
 import sys
-from pathlib import Path
 from typing import Any
 
-from core.errors import IngestError
-from core.ingest.worker import HEADER
+from ktui.core.errors import IngestError
+from ktui.core.ingest.worker import HEADER
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 
 STARTUP_TIMEOUT = 60.0  # seconds a new worker may take to import the parsers
@@ -104,14 +101,14 @@ class ParsePool:
         raise IngestError(message if is_ingest else f"Could not read {what}: {message}")
 
     async def _start(self) -> _Worker:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, env.get("PYTHONPATH")) if p)
+        # -P: the worker never puts its working directory on sys.path, so a folder
+        # holding a package named `ktui` (or anything the parsers import) cannot
+        # stand in for the installed one.
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "core.ingest.worker",
+            sys.executable, "-P", "-m", "ktui.core.ingest.worker",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,  # parser chatter must never paint over the TUI
-            env=env,
         )
         worker = _Worker(process)
         self._all.add(worker)

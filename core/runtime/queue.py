@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
-from core.errors import TaskInterrupted
+from ktui.core.errors import TaskInterrupted
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

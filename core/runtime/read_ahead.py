@@ -31,13 +31,13 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from core.config import IngestSettings
-from core.data.item_service import KnowledgeItemService
-from core.errors import IngestError
-from core.ingest.pipeline import read_and_chunk_file
-from core.models import Chunk, FileItemData, KnowledgeBase, KnowledgeItem
-from core.runtime.parse_pool import ParsePool
-from core.runtime.queue import TaskKind, TaskQueue
+from ktui.core.config import IngestSettings
+from ktui.core.data.item_service import KnowledgeItemService
+from ktui.core.errors import IngestError
+from ktui.core.ingest.pipeline import read_and_chunk_file
+from ktui.core.models import Chunk, FileItemData, KnowledgeBase, KnowledgeItem
+from ktui.core.runtime.parse_pool import ParsePool
+from ktui.core.runtime.queue import TaskKind, TaskQueue
 
 log = logging.getLogger(__name__)
 

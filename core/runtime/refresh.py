@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from core.data.item_service import ChildSpec
-from core.ingest import DirectoryListing
-from core.ingest.pipeline import file_fingerprint, with_fingerprint
-from core.models import DirectoryItemData, FileItemData, ItemStatus, ItemType, KnowledgeItem
+from ktui.core.data.item_service import ChildSpec
+from ktui.core.ingest import DirectoryListing
+from ktui.core.ingest.pipeline import file_fingerprint, with_fingerprint
+from ktui.core.models import DirectoryItemData, FileItemData, ItemStatus, ItemType, KnowledgeItem
 
 
 @dataclass

@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from core.embeddings import EmbeddingService
-from core.errors import KnowledgeError
-from core.models import KnowledgeBase, KnowledgeSearchResult, ScoreKind, SearchMode, SearchResponse
-from core.store import BaseStore
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.errors import KnowledgeError
+from ktui.core.models import KnowledgeBase, KnowledgeSearchResult, ScoreKind, SearchMode, SearchResponse
+from ktui.core.store import BaseStore
 
 log = logging.getLogger(__name__)
 

@@ -23,14 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.config import Settings
-from core.data.base_service import KnowledgeBaseService
-from core.data.item_service import ChildSpec, KnowledgeItemService
-from core.embeddings import EmbeddingService
-from core.errors import IngestError, KnowledgeError, NotFoundError, StoreError, TaskInterrupted
-from core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
-from core.ingest.pipeline import chunking_signature, read_and_chunk_file
-from core.models import (
+from ktui.core.config import Settings
+from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.item_service import ChildSpec, KnowledgeItemService
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.errors import IngestError, KnowledgeError, NotFoundError, StoreError, TaskInterrupted
+from ktui.core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
+from ktui.core.ingest.pipeline import chunking_signature, read_and_chunk_file
+from ktui.core.models import (
     CONTAINER_TYPES,
     Chunk,
     DirectoryItemData,
@@ -48,14 +48,14 @@ from core.models import (
     SitemapItemData,
     UrlItemData,
 )
-from core.runtime.events import EventBus
-from core.runtime.group_commit import GroupCommit
-from core.runtime.parse_pool import ParsePool
-from core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
-from core.runtime.read_ahead import ReadAhead
-from core.runtime.refresh import plan_refresh
-from core.runtime.watcher import FolderWatcher
-from core.store import BaseStore, StoreManager
+from ktui.core.runtime.events import EventBus
+from ktui.core.runtime.group_commit import GroupCommit
+from ktui.core.runtime.parse_pool import ParsePool
+from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
+from ktui.core.runtime.read_ahead import ReadAhead
+from ktui.core.runtime.refresh import plan_refresh
+from ktui.core.runtime.watcher import FolderWatcher
+from ktui.core.store import BaseStore, StoreManager
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from typing import Any, Self
 
 import numpy as np
 
-from core.errors import StoreError
-from core.models import Chunk, ChunkRecord
+from ktui.core.errors import StoreError
+from ktui.core.models import Chunk, ChunkRecord
 
 from .fts import FTS_TOKENIZER, fts_match_expression
 from .fusion import RRF_K, reciprocal_rank_fusion

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from core.errors import StoreError
+from ktui.core.errors import StoreError
 
 from .base_store import BaseStore
 from .matrix import Tuning

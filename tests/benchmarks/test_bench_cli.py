@@ -39,7 +39,7 @@ def test_bench_cli_startup(tmp_path):
     config = tmp_path / "c.toml"
     config.write_text("auto_ollama = false\n", encoding="utf-8")
     env["KTUI_CONFIG"] = str(config)
-    cli = [sys.executable, "-m", "tui.cli"]
+    cli = [sys.executable, "-m", "ktui.tui.cli"]
     baseline = _median_seconds([sys.executable, "-c", "pass"], env)
     figures = [
         ("ktui --help (argparse only)", _median_seconds([*cli, "--help"], env), 0.3),

@@ -21,8 +21,8 @@ import time
 import numpy as np
 import pytest
 
-from core.config import EmbeddingSettings, ProviderConfig, Settings
-from core.embeddings import EmbeddingService, builtin
+from ktui.core.config import EmbeddingSettings, ProviderConfig, Settings
+from ktui.core.embeddings import EmbeddingService, builtin
 from tests.support.embedding_server import start_embedding_server
 
 pytestmark = pytest.mark.benchmark

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from core.config import IngestSettings
-from core.ingest import Fetcher, chunk_documents, read_leaf
-from core.ingest.readers import read_file_sync
-from core.models import FileItemData, ItemType
+from ktui.core.config import IngestSettings
+from ktui.core.ingest import Fetcher, chunk_documents, read_leaf
+from ktui.core.ingest.readers import read_file_sync
+from ktui.core.models import FileItemData, ItemType
 from tests.support.ingest_fixtures import write_markdown_corpus
 
 pytestmark = pytest.mark.benchmark

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from core.embeddings import EmbeddingService
-from core.models import ANY_GROUP, ItemInput, ItemStatus
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
 from tests.support.embedding_server import start_embedding_server
 from tests.support.services import FAKE_MODEL, fake_settings, open_service
 

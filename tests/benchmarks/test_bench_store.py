@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import simsimd
 
-from core.models import Chunk
-from core.store import StoreManager, Tuning
-from core.store.matrix import MatrixFiles, VectorIndex, normalise, search_snapshot
+from ktui.core.models import Chunk
+from ktui.core.store import StoreManager, Tuning
+from ktui.core.store.matrix import MatrixFiles, VectorIndex, normalise, search_snapshot
 
 pytestmark = pytest.mark.benchmark
 
@@ -229,7 +229,7 @@ def test_store_benchmark(tmp_path: Path) -> None:
         import json, time, sys
         t_import = time.perf_counter()
         import numpy as np
-        from core.store import StoreManager
+        from ktui.core.store import StoreManager
         t0 = time.perf_counter()
         m = StoreManager({str(tmp_path)!r})
         s = m.get("bench", {D})

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from textual import events
 
-from core.config import ProviderConfig, Settings
-from core.models import ItemInput
-from core.service import KnowledgeService
+from ktui.core.config import ProviderConfig, Settings
+from ktui.core.models import ItemInput
+from ktui.core.service import KnowledgeService
 from tests.support.embedding_server import start_embedding_server
-from tui.app import KtuiApp
+from ktui.tui.app import KtuiApp
 
 pytestmark = pytest.mark.benchmark
 

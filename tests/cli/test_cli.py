@@ -67,7 +67,7 @@ class Ktui:
                  **kw) -> subprocess.CompletedProcess:
         started = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "tui.cli", *args],
+            [sys.executable, "-m", "ktui.tui.cli", *args],
             cwd=self.work, env=env or self.env(), input=stdin, capture_output=True, text=True, timeout=60, check=False, **kw,
         )
         if os.environ.get("KTUI_TEST_TIMING"):
@@ -328,7 +328,7 @@ def test_progress_bar_on_a_terminal(ktui):
     master, slave = pty.openpty()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "tui.cli", "add", "Tty", "--note", "Capybaras are calm", "--wait"],
+            [sys.executable, "-m", "ktui.tui.cli", "add", "Tty", "--note", "Capybaras are calm", "--wait"],
             cwd=ktui.work, env=ktui.env(), stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60, check=False,
         )
         os.close(slave)
@@ -354,8 +354,8 @@ def test_progress_bar_on_a_terminal(ktui):
 
 def test_plain_ktui_opens_the_tui_with_the_settings(tmp_path, monkeypatch):
     """No sub-command: the TUI entry point gets the loaded settings (and --demo)."""
-    import tui.app
-    from tui.cli import main
+    import ktui.tui.app
+    from ktui.tui.cli import main
 
     seen = {}
 
@@ -363,7 +363,7 @@ def test_plain_ktui_opens_the_tui_with_the_settings(tmp_path, monkeypatch):
         seen.update(data_dir=settings.data_dir, demo=demo)
         return 0
 
-    monkeypatch.setattr(tui.app, "run_app", fake_run_app)
+    monkeypatch.setattr(ktui.tui.app, "run_app", fake_run_app)
     assert main(["--data-dir", str(tmp_path / "d"), "--demo"]) == 0
     assert seen == {"data_dir": tmp_path / "d", "demo": True}
 
@@ -450,7 +450,7 @@ def test_first_steps_with_the_builtin_model(tmp_path):
                XDG_DATA_HOME=str(home / ".local" / "share"), OLLAMA_HOST="127.0.0.1:9")
 
     def run(*args):
-        proc = subprocess.run([sys.executable, "-m", "tui.cli", *args], env=env, cwd=home,
+        proc = subprocess.run([sys.executable, "-m", "ktui.tui.cli", *args], env=env, cwd=home,
                               capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == 0, proc.stderr
         return proc

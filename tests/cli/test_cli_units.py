@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.errors import ValidationError
-from core.models import ItemStatus, ItemType, KnowledgeItem, NoteItemData
-from tui.cli import build_parser
-from tui.cli_commands import _inputs, _tree_order
-from tui.cli_progress import Progress
-from tui.cli_render import UsageError
+from ktui.core.errors import ValidationError
+from ktui.core.models import ItemStatus, ItemType, KnowledgeItem, NoteItemData
+from ktui.tui.cli import build_parser
+from ktui.tui.cli_commands import _inputs, _tree_order
+from ktui.tui.cli_progress import Progress
+from ktui.tui.cli_render import UsageError
 
 
 def parse(*argv: str):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import load_settings
+from ktui.core.config import load_settings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TOML_BLOCK = re.compile(r"```toml\n(.*?)```", re.DOTALL)
@@ -44,7 +44,7 @@ def test_every_setting_is_documented():
     """A setting added to core/config.py without documentation fails this test."""
     from dataclasses import fields
 
-    from core.config import _TOP_KEYS, EmbeddingSettings, IngestSettings, ProviderConfig
+    from ktui.core.config import _TOP_KEYS, EmbeddingSettings, IngestSettings, ProviderConfig
 
     text = (DOCS / "configuration.md").read_text(encoding="utf-8")
     names = set(_TOP_KEYS) | {f.name for f in fields(IngestSettings)} | {f.name for f in fields(EmbeddingSettings)}

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from core.models import ItemInput, ItemStatus
+from ktui.core.models import ItemInput, ItemStatus
 from tests.faults.support.corpus import marker, write_corpus
 from tests.faults.support.crash_child import BASE_NAME, all_items
 from tests.support.embedding_server import start_embedding_server

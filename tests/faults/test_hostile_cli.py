@@ -105,7 +105,7 @@ def test_cli_fuzz_never_tracebacks(tmp_path: Path) -> None:
         return out
 
     def ktui(worker: int, argv: list[str]) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tui.cli", *argv], cwd=tmp_path, env=env(worker), input="",
+        return subprocess.run([sys.executable, "-m", "ktui.tui.cli", *argv], cwd=tmp_path, env=env(worker), input="",
                               capture_output=True, text=True, errors="replace", timeout=60, check=False)
 
     rng = random.Random(int(os.environ.get("KTUI_FAULT_SEED", "9")))
@@ -140,7 +140,7 @@ def test_cli_add_with_an_overlong_name_is_a_clear_error(tmp_path: Path) -> None:
     env.update(PYTHONPATH=str(ROOT), KTUI_HOME=str(tmp_path / "home"), KTUI_CONFIG=str(config))
 
     def ktui(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tui.cli", *argv], cwd=tmp_path, env=env, input="",
+        return subprocess.run([sys.executable, "-m", "ktui.tui.cli", *argv], cwd=tmp_path, env=env, input="",
                               capture_output=True, text=True, timeout=60, check=False)
 
     assert ktui("base", "create", "Kites", "--dimensions", "8").returncode == 0

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import KnowledgeError
-from core.models import ANY_GROUP, ItemInput, ItemStatus
-from core.service import KnowledgeService
+from ktui.core.errors import KnowledgeError
+from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
+from ktui.core.service import KnowledgeService
 from tests.faults.support.loop_thread import LoopThread
 from tests.support.embedding_server import start_embedding_server
 from tests.support.services import fake_settings

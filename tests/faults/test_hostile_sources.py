@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from core.errors import StoreError
-from core.models import ANY_GROUP, ItemInput, ItemStatus
+from ktui.core.errors import StoreError
+from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
 from tests.support.embedding_server import embedding_server_fixture
 from tests.support.httpserver import Response, routes, serve
 from tests.support.services import open_service

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import EmbeddingSettings
-from core.models import ANY_GROUP, ItemChanged, ItemInput, ItemPhase, ItemStatus
+from ktui.core.config import EmbeddingSettings
+from ktui.core.models import ANY_GROUP, ItemChanged, ItemInput, ItemPhase, ItemStatus
 from tests.faults.support.servers import start_on_port
 from tests.support.embedding_server import start_embedding_server
 from tests.support.services import open_service

@@ -42,9 +42,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from core.errors import NotFoundError
-from core.models import ANY_GROUP, ItemInput, ItemStatus
-from core.service import KnowledgeService
+from ktui.core.errors import NotFoundError
+from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
+from ktui.core.service import KnowledgeService
 from tests.faults.support.loop_thread import LoopThread
 from tests.support.embedding_server import start_embedding_server
 from tests.support.services import fake_settings

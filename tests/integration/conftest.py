@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from core.data.base_service import KnowledgeBaseService
-from core.data.item_service import KnowledgeItemService
+from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.item_service import KnowledgeItemService
 from tests.support.httpserver import routes, serve
 
 

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-import core.data.base_service as base_service_module
-import core.db as dbmod
-from core.data.base_service import KnowledgeBaseService
-from core.errors import NotFoundError, ValidationError
-from core.models import BaseStatus, KnowledgeBaseErrorCode, SearchMode
+import ktui.core.data.base_service as base_service_module
+import ktui.core.db as dbmod
+from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.errors import NotFoundError, ValidationError
+from ktui.core.models import BaseStatus, KnowledgeBaseErrorCode, SearchMode
 
 MODEL = "builtin::wordllama"
 

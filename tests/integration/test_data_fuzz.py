@@ -27,9 +27,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.data.base_service import KnowledgeBaseService
-from core.data.item_service import ChildSpec, KnowledgeItemService
-from core.data.validation import (
+from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.item_service import ChildSpec, KnowledgeItemService
+from ktui.core.data.validation import (
     BASE_IMMUTABLE,
     BASE_PATCHABLE,
     BASE_READONLY,
@@ -37,9 +37,9 @@ from core.data.validation import (
     require_id,
     validate_item_inputs,
 )
-from core.db import Database
-from core.errors import NotFoundError, ValidationError
-from core.models import (
+from ktui.core.db import Database
+from ktui.core.errors import NotFoundError, ValidationError
+from ktui.core.models import (
     ANY_GROUP,
     DirectoryItemData,
     FileItemData,

@@ -12,9 +12,9 @@ import threading
 import numpy as np
 import pytest
 
-from core.config import Settings
-from core.embeddings import EmbeddingService, builtin
-from core.errors import ModelNotFoundError
+from ktui.core.config import Settings
+from ktui.core.embeddings import EmbeddingService, builtin
+from ktui.core.errors import ModelNotFoundError
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_import_does_not_import_wordllama_package():
     """Importing wordllama runs logging.basicConfig, which would print into the TUI; we avoid it."""
     code = (
         "import sys, logging\n"
-        "from core.embeddings.builtin import load_model\n"
+        "from ktui.core.embeddings.builtin import load_model\n"
         "v = load_model().embed(['hello'])\n"
         "assert v.shape == (1, 256)\n"
         "assert 'wordllama' not in sys.modules and not logging.getLogger().handlers, sys.modules.keys()\n"

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from core.config import ProviderConfig, Settings
-from core.embeddings import EmbeddingService
-from core.errors import (
+from ktui.core.config import ProviderConfig, Settings
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.errors import (
     EmbeddingShapeError,
     ModelNotFoundError,
     ProviderError,

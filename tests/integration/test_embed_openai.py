@@ -8,10 +8,10 @@ import socket
 import numpy as np
 import pytest
 
-from core.config import ProviderConfig, Settings
-from core.embeddings import EmbeddingService
-from core.embeddings.http import versioned_url
-from core.errors import (
+from ktui.core.config import ProviderConfig, Settings
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.embeddings.http import versioned_url
+from ktui.core.errors import (
     EmbeddingShapeError,
     ModelNotFoundError,
     ProviderError,

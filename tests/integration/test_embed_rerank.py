@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.config import ProviderConfig, Settings
-from core.embeddings import EmbeddingService
-from core.embeddings.rerank import tei_rerank_url
-from core.errors import (
+from ktui.core.config import ProviderConfig, Settings
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.embeddings.rerank import tei_rerank_url
+from ktui.core.errors import (
     EmbeddingShapeError,
     ModelNotFoundError,
     ProviderError,

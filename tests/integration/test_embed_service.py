@@ -7,12 +7,12 @@ import sqlite3
 import numpy as np
 import pytest
 
-from core.config import EmbeddingSettings, ProviderConfig, Settings
-from core.embeddings import EmbeddingService
-from core.embeddings.cache import DiskCache, cache_key
-from core.embeddings.registry import sendable
-from core.engine import clear_session_cache, rank_docs_by_embedding, service_embedder
-from core.errors import EmbeddingShapeError, ValidationError
+from ktui.core.config import EmbeddingSettings, ProviderConfig, Settings
+from ktui.core.embeddings import EmbeddingService
+from ktui.core.embeddings.cache import DiskCache, cache_key
+from ktui.core.embeddings.registry import sendable
+from ktui.core.engine import clear_session_cache, rank_docs_by_embedding, service_embedder
+from ktui.core.errors import EmbeddingShapeError, ValidationError
 from tests.support.embedding_server import (
     deterministic_vectors,
     embedding_server_fixture,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import NotFoundError, ValidationError
-from core.models import (
+from ktui.core.errors import NotFoundError, ValidationError
+from ktui.core.models import (
     ANY_GROUP,
     ROOT,
     BaseChanged,

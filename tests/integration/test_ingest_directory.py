@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest import DirectoryListing, expand_directory
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest import DirectoryListing, expand_directory
 
 SETTINGS = IngestSettings()
 

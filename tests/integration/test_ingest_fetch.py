@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest import Fetcher, chunk_documents, read_leaf
-from core.models import ItemType, UrlItemData
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest import Fetcher, chunk_documents, read_leaf
+from ktui.core.models import ItemType, UrlItemData
 from tests.support.httpserver import Request, Response, routes, serve
 from tests.support.ingest_fixtures import make_pdf
 

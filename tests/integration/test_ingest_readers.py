@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest import Fetcher, chunk_documents, read_leaf
-from core.models import FileItemData, ItemType, NoteItemData
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest import Fetcher, chunk_documents, read_leaf
+from ktui.core.models import FileItemData, ItemType, NoteItemData
 from tests.support.ingest_fixtures import (
     make_docx,
     make_epub,

@@ -6,9 +6,9 @@ import gzip
 
 import pytest
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest import Fetcher, expand_sitemap
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest import Fetcher, expand_sitemap
 from tests.support.httpserver import Response
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

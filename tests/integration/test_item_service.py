@@ -8,13 +8,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import core.data.item_service as item_service_module
-import core.db as dbmod
-from core.data.item_service import ChildSpec
-from core.data.validation import ValidItem, validate_item_input
-from core.db import Database
-from core.errors import NotFoundError, ValidationError
-from core.models import (
+import ktui.core.data.item_service as item_service_module
+import ktui.core.db as dbmod
+from ktui.core.data.item_service import ChildSpec
+from ktui.core.data.validation import ValidItem, validate_item_input
+from ktui.core.db import Database
+from ktui.core.errors import NotFoundError, ValidationError
+from ktui.core.models import (
     ANY_GROUP,
     DirectoryItemData,
     FileItemData,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ValidationError
-from core.models import ANY_GROUP, ItemInput, ItemStatus, ItemType
+from ktui.core.errors import ValidationError
+from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus, ItemType
 from tests.support.embedding_server import embedding_server_fixture
 from tests.support.services import open_service, write_files
 

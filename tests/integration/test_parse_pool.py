@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from core.config import IngestSettings
-from core.errors import IngestError
-from core.ingest.pipeline import read_and_chunk_file
-from core.models import FileItemData
-from core.runtime.parse_pool import ParsePool
+from ktui.core.config import IngestSettings
+from ktui.core.errors import IngestError
+from ktui.core.ingest.pipeline import read_and_chunk_file
+from ktui.core.models import FileItemData
+from ktui.core.runtime.parse_pool import ParsePool
 
 
 def file_data(path) -> FileItemData:

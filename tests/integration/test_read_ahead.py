@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from core.models import ANY_GROUP, ItemInput, ItemStatus
+from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
 from tests.support.embedding_server import embedding_server_fixture
 from tests.support.services import open_service, write_files
 
@@ -83,7 +83,7 @@ async def test_a_file_changed_after_it_was_read_ahead_is_read_again(tmp_path, se
 
 
 async def test_no_read_ahead_without_worker_processes(tmp_path, server):
-    from core.config import IngestSettings
+    from ktui.core.config import IngestSettings
 
     root = write_files(tmp_path / "corpus", {f"n{i}.txt": f"note number {i}\n" for i in range(12)})
     async with open_service(tmp_path / "data", server.url, ingest=IngestSettings(parse_workers=0)) as ks:
@@ -115,7 +115,7 @@ def count_worker_starts(runtime) -> list:
 
 
 async def test_a_read_ahead_that_timed_out_fails_the_item_without_a_second_timeout(tmp_path, server):
-    from core.config import IngestSettings
+    from ktui.core.config import IngestSettings
 
     root = write_files(tmp_path / "corpus", {"a_small.txt": "a small file\n", "b_big.txt": big_text(20)})
     ingest = IngestSettings(parse_timeout=0.3)

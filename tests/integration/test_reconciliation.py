@@ -15,16 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.data.base_service import KnowledgeBaseService
-from core.data.item_service import (
+from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.item_service import (
     CHILD_FAILED_MESSAGE,
     ChildSpec,
     KnowledgeItemService,
     derive_container_state,
 )
-from core.data.validation import ValidItem
-from core.db import Database
-from core.models import (
+from ktui.core.data.validation import ValidItem
+from ktui.core.db import Database
+from ktui.core.models import (
     CONTAINER_TYPES,
     DirectoryItemData,
     FileItemData,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import (
+from ktui.core.errors import (
     AggregateAcceptanceError,
     BaseUnavailableError,
     InvalidOperationError,
@@ -20,7 +20,7 @@ from core.errors import (
     StoreError,
     ValidationError,
 )
-from core.models import (
+from ktui.core.models import (
     ANY_GROUP,
     ItemChanged,
     ItemInput,
@@ -32,7 +32,7 @@ from core.models import (
     KnowledgeBaseErrorCode,
     ScoreKind,
 )
-from core.runtime.service import SHUTDOWN_MESSAGE
+from ktui.core.runtime.service import SHUTDOWN_MESSAGE
 from tests.support.embedding_server import embedding_server_fixture
 from tests.support.httpserver import Response, routes, serve
 from tests.support.services import FAKE_MODEL, open_service, write_files
@@ -294,7 +294,7 @@ async def test_restore_completed_and_failed_bases(tmp_path, server, corpus):
 
         # a failed base (its model is missing here) refuses work and restores
         failed = await ks._bases.create_failed(name="Legacy", dimensions=DIMS)
-        from core.data.validation import validate_item_input
+        from ktui.core.data.validation import validate_item_input
 
         await ks._items.create_roots(
             failed.id, [validate_item_input(ItemInput("note", {"content": "legacy grapes"}))],
@@ -574,7 +574,7 @@ async def test_a_fetch_that_never_answers_does_not_hold_a_delete_or_a_shutdown(t
 
 
 async def test_create_base_refuses_a_width_the_model_does_not_answer(tmp_path, server):
-    from core.config import ProviderConfig
+    from ktui.core.config import ProviderConfig
     from tests.support.services import fake_settings
 
     providers = dict(fake_settings(tmp_path, server.url).providers)

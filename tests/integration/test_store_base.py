@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import StoreError
-from core.models import Chunk, ChunkRecord
-from core.store import BaseStore, Tuning, VectorShapeError
+from ktui.core.errors import StoreError
+from ktui.core.models import Chunk, ChunkRecord
+from ktui.core.store import BaseStore, Tuning, VectorShapeError
 
 D = 16
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.errors import StoreError
-from core.models import Chunk
-from core.store import StoreManager
+from ktui.core.errors import StoreError
+from ktui.core.models import Chunk
+from ktui.core.store import StoreManager
 
 D = 8
 

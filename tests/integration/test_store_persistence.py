@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.models import Chunk
-from core.store import BaseStore, Tuning
-from core.store.matrix import MatrixFiles
+from ktui.core.models import Chunk
+from ktui.core.store import BaseStore, Tuning
+from ktui.core.store.matrix import MatrixFiles
 
 D = 24
 REPO = Path(__file__).resolve().parents[2]
@@ -163,8 +163,8 @@ def _commit_behind_the_matrix(path: Path) -> None:
 _WRITER = textwrap.dedent(
     """
     import sys, numpy as np
-    from core.models import Chunk
-    from core.store import BaseStore, Tuning
+    from ktui.core.models import Chunk
+    from ktui.core.store import BaseStore, Tuning
     store = BaseStore.open(sys.argv[1], int(sys.argv[2]), create=sys.argv[3] == "1", tuning=Tuning(compact_min_dead=20))
     rng = np.random.default_rng(int(sys.argv[4]))
     i = 0

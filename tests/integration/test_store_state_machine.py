@@ -17,8 +17,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from core.models import Chunk
-from core.store import BaseStore, Tuning
+from ktui.core.models import Chunk
+from ktui.core.store import BaseStore, Tuning
 
 D = 12
 ITEMS = st.sampled_from([f"item-{i}" for i in range(5)])

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.errors import BaseUnavailableError, NotFoundError, ValidationError
-from core.models import (
+from ktui.core.errors import BaseUnavailableError, NotFoundError, ValidationError
+from ktui.core.models import (
     ANY_GROUP,
     BaseStatus,
     ItemInput,
@@ -23,7 +23,7 @@ from core.models import (
     KnowledgeBaseErrorCode,
     SearchMode,
 )
-from core.transfer import (
+from ktui.core.transfer import (
     EXPORT_FORMAT,
     BaseImportReport,
     clean_config,
@@ -367,7 +367,7 @@ setting_names = st.sampled_from(["emoji", "rerank_model_id", "chunk_size", "chun
 @given(st.dictionaries(setting_names, json_values | st.integers(-5, 5000) | st.floats(-1, 2)))
 def test_cleaned_config_is_always_acceptable(raw):
     """Whatever a document holds, the cleaned settings pass the base validator."""
-    from core.data.base_service import base_config
+    from ktui.core.data.base_service import base_config
 
     report = BaseImportReport(name="x")
     cfg = clean_config(raw, report)
@@ -394,7 +394,7 @@ def test_legacy_items_are_kept_or_counted_never_lost(items):
 
 
 def test_resolve_base_lists_candidates_and_caps_the_list():
-    from core.models import KnowledgeBase
+    from ktui.core.models import KnowledgeBase
 
     def base(i):
         return KnowledgeBase(f"id-{i:04d}", "Same", None, "📁", 4, "a::b", BaseStatus.COMPLETED, None, None,

@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from core.config import EmbeddingSettings, ProviderConfig, Settings
-from core.service import KnowledgeService
+from ktui.core.config import EmbeddingSettings, ProviderConfig, Settings
+from ktui.core.service import KnowledgeService
 
 FAKE_MODEL = "fake::deterministic"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import ProviderConfig, Settings
+from ktui.core.config import ProviderConfig, Settings
 from tests.support.embedding_server import EmbeddingServerHandle, start_embedding_server
 
 MODEL = "fake::any"

@@ -11,19 +11,19 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DirectoryTree, Input, Switch, TextArea
 
-from core.models import ANY_GROUP, BaseStatus, ItemInput, ItemStatus
-from core.transfer import EXPORT_FORMAT
+from ktui.core.models import ANY_GROUP, BaseStatus, ItemInput, ItemStatus
+from ktui.core.transfer import EXPORT_FORMAT
 from tests.support.httpserver import Response, routes, serve
 from tests.tui.conftest import MODEL, until
-from tui.app import KtuiApp
-from tui.screens.add_items import AddItemsScreen
-from tui.screens.base_form import BaseFormScreen
-from tui.screens.chunks import ChunkBrowserScreen, ChunkContextScreen
-from tui.screens.confirm import ConfirmScreen
-from tui.screens.help import HelpScreen
-from tui.screens.restore import RestoreScreen
-from tui.screens.similar import SimilarScreen
-from tui.widgets.item_tree import node_label
+from ktui.tui.app import KtuiApp
+from ktui.tui.screens.add_items import AddItemsScreen
+from ktui.tui.screens.base_form import BaseFormScreen
+from ktui.tui.screens.chunks import ChunkBrowserScreen, ChunkContextScreen
+from ktui.tui.screens.confirm import ConfirmScreen
+from ktui.tui.screens.help import HelpScreen
+from ktui.tui.screens.restore import RestoreScreen
+from ktui.tui.screens.similar import SimilarScreen
+from ktui.tui.widgets.item_tree import node_label
 
 SIZE = (120, 36)
 
@@ -377,7 +377,7 @@ async def test_similar_items_dialog(settings, docs):
 
 async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):
     from tests.tui.conftest import make_settings
-    from tui.app import KtuiCommands
+    from ktui.tui.app import KtuiCommands
 
     settings = make_settings(tmp_path / "data", embedding_server, keymap={"base.new": "ctrl+n"}, theme="nord")
     app = KtuiApp(settings)
@@ -451,8 +451,8 @@ async def test_events_are_applied_in_batches(settings, tmp_path):
 
 
 def test_node_label_shows_progress_and_errors():
-    from core.models import FileItemData, ItemPhase, ItemType, KnowledgeItem
-    from tui.widgets.item_tree import ItemNode
+    from ktui.core.models import FileItemData, ItemPhase, ItemType, KnowledgeItem
+    from ktui.tui.widgets.item_tree import ItemNode
 
     item = KnowledgeItem("i", "b", None, ItemType.FILE, FileItemData("/x/a.md", "/x/a.md"),
                          ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None, "t", "t")
@@ -464,8 +464,8 @@ def test_node_label_shows_progress_and_errors():
 
 
 async def test_demo_builds_the_demo_base_live_and_reuses_it(tmp_path):
-    from core.config import Settings
-    from tui.app import DEMO_BASE_NAME, demo_corpus_dir
+    from ktui.core.config import Settings
+    from ktui.tui.app import DEMO_BASE_NAME, demo_corpus_dir
 
     settings = Settings(data_dir=tmp_path / "data", auto_ollama=False)  # the built-in model only
     corpus = sorted(p.name for p in demo_corpus_dir().rglob("*") if p.is_file())

@@ -18,11 +18,11 @@ import pytest
 import pytest_textual_snapshot
 from textual.widgets import Input, TextArea
 
-from core.models import ItemInput, ItemPhase, QueueStats
-from core.transfer import EXPORT_FORMAT
+from ktui.core.models import ItemInput, ItemPhase, QueueStats
+from ktui.core.transfer import EXPORT_FORMAT
 from tests.tui.conftest import MODEL, until
-from tui.app import KtuiApp
-from tui.widgets.status_line import StatusLine
+from ktui.tui.app import KtuiApp
+from ktui.tui.widgets.status_line import StatusLine
 
 SIZE = (120, 36)
 SNAPSHOT_DIR = Path(__file__).resolve().parent.parent / "snapshots"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import (
+from ktui.core.config import (
     DEFAULT_EMBEDDING_MODEL,
     DEFAULT_OLLAMA_URL,
     Settings,
@@ -15,7 +15,7 @@ from core.config import (
     load_settings,
     parse_settings,
 )
-from core.errors import ConfigError
+from ktui.core.errors import ConfigError
 
 
 def write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:
@@ -285,7 +285,7 @@ def test_a_builtin_provider_entry_may_only_restate_the_builtin(tmp_path):
 
 
 def test_a_relative_data_dir_is_relative_to_the_settings_file(tmp_path, monkeypatch):
-    from core.config import load_settings
+    from ktui.core.config import load_settings
 
     conf = tmp_path / "conf" / "ktui.toml"
     conf.parent.mkdir()

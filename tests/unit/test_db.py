@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import core.db as dbmod
-from core.db import DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, Database, _split_script, new_id, utc_now
-from core.errors import SchemaVersionError, StoreError
+import ktui.core.db as dbmod
+from ktui.core.db import DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, Database, _split_script, new_id, utc_now
+from ktui.core.errors import SchemaVersionError, StoreError
 
 NOW = "2026-01-01T00:00:00.000000Z"
 

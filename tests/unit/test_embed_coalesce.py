@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from core.embeddings.coalesce import Coalescer
+from ktui.core.embeddings.coalesce import Coalescer
 
 
 def make_send(log: list[list[str]], delay: float = 0.01, fail_on: str | None = None):

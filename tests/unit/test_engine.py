@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core import engine
-from core.engine import (
+from ktui.core import engine
+from ktui.core.engine import (
     MAX_EMBED_CHARS,
     RankedMatch,
     RankResult,

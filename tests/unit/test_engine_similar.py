@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.engine import MAX_EMBED_CHARS, clear_session_cache
-from core.models import (
+from ktui.core.engine import MAX_EMBED_CHARS, clear_session_cache
+from ktui.core.models import (
     FileItemData,
     ItemStatus,
     ItemType,
@@ -13,7 +13,7 @@ from core.models import (
     NoteItemData,
     UrlItemData,
 )
-from core.similar import format_item_for_embedding, rank_similar_items
+from ktui.core.similar import format_item_for_embedding, rank_similar_items
 from tests.support.embedding_server import deterministic_vectors
 
 

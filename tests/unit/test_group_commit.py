@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from core.runtime.group_commit import GroupCommit
+from ktui.core.runtime.group_commit import GroupCommit
 
 
 class Recorder:

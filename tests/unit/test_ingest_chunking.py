@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.errors import ValidationError
-from core.ingest.chunking import MARKDOWN_CONTENT_TYPE, chunk_documents, split_text
-from core.ingest.tokens import _ASCII_TOKEN_RE, estimate_tokens, token_starts
-from core.models import Document, ItemType
+from ktui.core.errors import ValidationError
+from ktui.core.ingest.chunking import MARKDOWN_CONTENT_TYPE, chunk_documents, split_text
+from ktui.core.ingest.tokens import _ASCII_TOKEN_RE, estimate_tokens, token_starts
+from ktui.core.models import Document, ItemType
 
 _WS = re.compile(r"\s+")
 
@@ -179,7 +179,7 @@ def test_bad_sizes_are_refused(size: int, overlap: int) -> None:
 @given(text=texts, sz=sizes, md=st.booleans())
 def test_huge_documents_are_cut_in_blocks_with_the_same_guarantees(text: str, sz: tuple[int, int], md: bool) -> None:
     size, overlap = sz
-    from core.ingest import chunking
+    from ktui.core.ingest import chunking
 
     saved = chunking._BLOCK_CHARS
     chunking._BLOCK_CHARS = 64  # every text of more than 128 characters goes through blocks
@@ -197,7 +197,7 @@ def test_huge_documents_are_cut_in_blocks_with_the_same_guarantees(text: str, sz
 
 
 def test_heading_carries_across_a_block_boundary(monkeypatch) -> None:
-    from core.ingest import chunking
+    from ktui.core.ingest import chunking
 
     monkeypatch.setattr(chunking, "_BLOCK_CHARS", 200)
     body = "\n\n".join(f"Paragraph {i} says something useful." for i in range(40))

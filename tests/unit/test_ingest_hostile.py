@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import IngestError
-from core.ingest.readers import parse_bytes
+from ktui.core.errors import IngestError
+from ktui.core.ingest.readers import parse_bytes
 from tests.support.ingest_fixtures import (
     make_docx,
     make_epub,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.errors import IngestError
-from core.ingest import SUPPORTED_EXTENSIONS, is_supported_file
-from core.ingest.formats.text import (
+from ktui.core.errors import IngestError
+from ktui.core.ingest import SUPPORTED_EXTENSIONS, is_supported_file
+from ktui.core.ingest.formats.text import (
     decode_text,
     parse_csv,
     parse_json,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.runtime.queue import InterruptReason, TaskKind, TaskQueue
+from ktui.core.runtime.queue import InterruptReason, TaskKind, TaskQueue
 
 
 async def never_runs(task):  # the queue is never started: tasks stay pending
@@ -35,8 +35,8 @@ async def test_an_interrupt_stops_a_long_step_at_once_and_says_why():
 
     import pytest
 
-    from core.errors import TaskInterrupted
-    from core.runtime.queue import InterruptToken
+    from ktui.core.errors import TaskInterrupted
+    from ktui.core.runtime.queue import InterruptToken
 
     token = InterruptToken()
     stopped = asyncio.Event()
@@ -68,8 +68,8 @@ async def test_a_step_of_an_already_interrupted_task_never_starts():
 
     import pytest
 
-    from core.errors import TaskInterrupted
-    from core.runtime.queue import InterruptToken
+    from ktui.core.errors import TaskInterrupted
+    from ktui.core.runtime.queue import InterruptToken
 
     started = []
 

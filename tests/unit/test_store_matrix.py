@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.store.matrix import (
+from ktui.core.store.matrix import (
     Expected,
     MatrixFiles,
     StaleMatrix,

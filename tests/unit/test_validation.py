@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.data.validation import (
+from ktui.core.data.validation import (
     MAX_INPUTS_PER_CALL,
     MAX_NOTE_CHARS,
     require_emoji,
@@ -26,8 +26,8 @@ from core.data.validation import (
     validate_item_input,
     validate_item_inputs,
 )
-from core.errors import ValidationError
-from core.models import (
+from ktui.core.errors import ValidationError
+from ktui.core.models import (
     ANY_GROUP,
     DirectoryItemData,
     FileItemData,

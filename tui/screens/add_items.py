@@ -24,8 +24,8 @@ from textual.widgets import (
     TextArea,
 )
 
-from core.models import ItemInput
-from tui.screens.common import FormDialog, Loaded
+from ktui.core.models import ItemInput
+from ktui.tui.screens.common import FormDialog, Loaded
 
 
 class FolderTree(DirectoryTree):

@@ -14,8 +14,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static
 
-from core.models import KnowledgeBase, ModelListing
-from tui.screens.common import FormDialog, Loaded
+from ktui.core.models import KnowledgeBase, ModelListing
+from ktui.tui.screens.common import FormDialog, Loaded
 
 SEARCH_MODES = [("hybrid", "hybrid"), ("vector (default)", "default"), ("bm25 (keywords)", "bm25")]
 

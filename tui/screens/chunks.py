@@ -11,9 +11,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from core.models import ChunkRecord, KnowledgeItem
-from tui.screens.common import Dialog, Loaded
-from tui.widgets.search_pane import ResultList, query_terms
+from ktui.core.models import ChunkRecord, KnowledgeItem
+from ktui.tui.screens.common import Dialog, Loaded
+from ktui.tui.widgets.search_pane import ResultList, query_terms
 
 CONTEXT_RADIUS = 2  # chunks shown before and after the hit
 

@@ -10,10 +10,10 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from core.errors import KnowledgeError, ValidationError
+from ktui.core.errors import KnowledgeError, ValidationError
 
 if TYPE_CHECKING:
-    from core.service import KnowledgeService
+    from ktui.core.service import KnowledgeService
 
 
 @dataclass

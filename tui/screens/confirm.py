@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, Static
 
-from tui.screens.common import Dialog
+from ktui.tui.screens.common import Dialog
 
 
 class ConfirmScreen(Dialog):

@@ -8,8 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Label, Static
 
-from tui.keymap import APP_ACTIONS, EXTRA_IDS, display_key, key_of
-from tui.screens.common import Dialog
+from ktui.tui.keymap import APP_ACTIONS, EXTRA_IDS, display_key, key_of
+from ktui.tui.screens.common import Dialog
 
 
 class HelpScreen(Dialog):

@@ -6,8 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
-from core.models import KnowledgeBase, ModelListing
-from tui.screens.common import FormDialog, Loaded
+from ktui.core.models import KnowledgeBase, ModelListing
+from ktui.tui.screens.common import FormDialog, Loaded
 
 
 class RestoreScreen(FormDialog):

@@ -14,11 +14,11 @@ from textual.containers import Vertical
 from textual.widgets import Label, Static
 from textual.widgets.option_list import Option
 
-from core.engine import RankResult
-from core.models import KnowledgeBase, KnowledgeItem
-from tui.screens.common import Dialog, Loaded
-from tui.widgets.item_tree import TYPE_ICONS
-from tui.widgets.search_pane import ResultList
+from ktui.core.engine import RankResult
+from ktui.core.models import KnowledgeBase, KnowledgeItem
+from ktui.tui.screens.common import Dialog, Loaded
+from ktui.tui.widgets.item_tree import TYPE_ICONS
+from ktui.tui.widgets.search_pane import ResultList
 
 TOP_K = 10
 

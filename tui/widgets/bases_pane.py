@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from core.models import BaseStatus, KnowledgeBase, KnowledgeGroup
+from ktui.core.models import BaseStatus, KnowledgeBase, KnowledgeGroup
 
 UNGROUPED = "Ungrouped"
 

@@ -19,12 +19,12 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from core.errors import KnowledgeError
-from core.models import ItemChanged, ItemPhase, ItemStatus, ItemType, KnowledgeItem
-from tui.messages import ItemsFetched, ItemsPage, ServiceFailed
+from ktui.core.errors import KnowledgeError
+from ktui.core.models import ItemChanged, ItemPhase, ItemStatus, ItemType, KnowledgeItem
+from ktui.tui.messages import ItemsFetched, ItemsPage, ServiceFailed
 
 if TYPE_CHECKING:
-    from tui.app import KtuiApp
+    from ktui.tui.app import KtuiApp
 
 PAGE_SIZE = 100
 TYPE_ICONS = {

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from core.models import KnowledgeSearchResult, SearchResponse
+from ktui.core.models import KnowledgeSearchResult, SearchResponse
 
 MODES = [("hybrid", "hybrid"), ("vector (default)", "default"), ("bm25 (keywords)", "bm25")]
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Sparkline, Static
 
-from core.models import QueueStats
+from ktui.core.models import QueueStats
 
 HISTORY = 40
 

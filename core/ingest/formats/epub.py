@@ -11,9 +11,9 @@ from __future__ import annotations
 import io
 import warnings
 
-from core.ingest.formats.html import decode_html, parse_tree, tree_to_text
-from core.ingest.formats.text import MARKDOWN, no_text_error
-from core.models import Document
+from ktui.core.ingest.formats.html import decode_html, parse_tree, tree_to_text
+from ktui.core.ingest.formats.text import MARKDOWN, no_text_error
+from ktui.core.models import Document
 
 
 def parse_epub(data: bytes, source: str, label: str) -> list[Document]:

@@ -14,9 +14,9 @@ import re
 import lxml.html
 from lxml import etree
 
-from core.errors import IngestError
-from core.ingest.formats.text import MARKDOWN, decode_text, no_text_error
-from core.models import Document
+from ktui.core.errors import IngestError
+from ktui.core.ingest.formats.text import MARKDOWN, decode_text, no_text_error
+from ktui.core.models import Document
 
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.IGNORECASE)
 _XML_DECL_RE = re.compile(r"^\s*<\?xml[^>]*\?>")

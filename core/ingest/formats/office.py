@@ -13,8 +13,8 @@ import re
 from datetime import date, datetime, time
 from typing import Any
 
-from core.ingest.formats.text import MARKDOWN, PLAIN, no_text_error
-from core.models import Document
+from ktui.core.ingest.formats.text import MARKDOWN, PLAIN, no_text_error
+from ktui.core.models import Document
 
 _HEADING_STYLE_RE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 _BLANK_RUN_RE = re.compile(r"\n{3,}")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import io
 import logging
 
-from core.errors import IngestError
-from core.ingest.formats.text import PLAIN, no_text_error
-from core.models import Document
+from ktui.core.errors import IngestError
+from ktui.core.ingest.formats.text import PLAIN, no_text_error
+from ktui.core.models import Document
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)  # malformed-but-readable PDFs are common
 

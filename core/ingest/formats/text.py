@@ -15,8 +15,8 @@ import io
 import json
 import re
 
-from core.errors import IngestError
-from core.models import Document
+from ktui.core.errors import IngestError
+from ktui.core.models import Document
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),

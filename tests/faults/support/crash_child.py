@@ -23,8 +23,8 @@ import random
 import sys
 from pathlib import Path
 
-from core.models import ANY_GROUP, ItemChanged, ItemInput, ItemPhase
-from core.service import KnowledgeService
+from ktui.core.models import ANY_GROUP, ItemChanged, ItemInput, ItemPhase
+from ktui.core.service import KnowledgeService
 from tests.support.services import fake_settings
 
 BASE_NAME = "crash"
