@@ -207,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(parser, args)
     except UsageError as exc:
         parser.print_usage(sys.stderr)
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         elif isinstance(exc, OSError):  # a path the user gave that cannot be used: say which and why
             where = f": {exc.filename}" if exc.filename else ""
-            print(f"{PROG}: error: {exc.strerror or _one_line(str(exc))}{where}", file=sys.stderr)
+            print(f"{PROG}: error: {_one_line(exc.strerror or str(exc))}{_one_line(where) if where else ''}", file=sys.stderr)
         else:
             hint = "" if debug else " (run with --debug for details)"
             print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(str(exc))}{hint}", file=sys.stderr)
@@ -234,7 +234,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split()) or "failed"
+    from ktui.tui.cli_text import printable
+
+    return printable(" ".join(text.split())) or "failed"
 
 
 def _silence_stdout() -> None:

@@ -40,6 +40,7 @@ from ktui.tui.cli_render import (
     snippet,
     table,
 )
+from ktui.tui.cli_text import say, warn
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 URL_RE = re.compile(r"^https?://", re.IGNORECASE)
@@ -58,7 +59,7 @@ async def service(settings: Settings) -> AsyncIterator[Any]:
 
 
 def err(text: str) -> None:
-    print(text, file=sys.stderr)
+    warn(text)
 
 
 # --- shared pieces --------------------------------------------------------
@@ -164,7 +165,7 @@ async def cmd_base_create(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             dump(base_json(base, 0))
         else:
-            print(f"created {base.emoji} {base.name}  {base.id}  ({base.embedding_model_id}, {base.dimensions} dims)")
+            say(f"created {base.emoji} {base.name}  {base.id}  ({base.embedding_model_id}, {base.dimensions} dims)")
     return EXIT_OK
 
 
@@ -191,7 +192,8 @@ async def cmd_base_show(settings: Settings, args: argparse.Namespace) -> int:
             dump(base_json(base, count))
         else:
             groups = {g.id: g.name for g in await ks.list_groups()}
-            print("\n".join(base_lines(base, count, groups.get(base.group_id or ""))))
+            for line in base_lines(base, count, groups.get(base.group_id or "")):
+                say(line)
     return EXIT_OK
 
 
@@ -205,7 +207,7 @@ async def cmd_base_update(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             dump(base_json(base))
         else:
-            print(f"updated {base.emoji} {base.name}  {base.id}")
+            say(f"updated {base.emoji} {base.name}  {base.id}")
     return EXIT_OK
 
 
@@ -217,7 +219,7 @@ async def cmd_base_delete(settings: Settings, args: argparse.Namespace) -> int:
             await ks.delete_base(base.id)
             deleted.append(base.id)
             if not args.json:
-                print(f"deleted {base.name}  {base.id}")
+                say(f"deleted {base.name}  {base.id}")
         if args.json:
             dump({"deleted": deleted})
     return EXIT_OK
@@ -236,9 +238,9 @@ async def cmd_base_restore(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             dump({"base": base_json(new, len(roots)), "source_id": source.id, "wait": _wait_json(outcome)})
         else:
-            print(f"restored {source.name} as {new.emoji} {new.name}  {new.id}  "
+            say(f"restored {source.name} as {new.emoji} {new.name}  {new.id}  "
                   f"({new.embedding_model_id}, {new.dimensions} dims, {len(roots)} items)")
-            print(f"the source base {source.id} is kept; delete it with `ktui base delete {source.id}`")
+            say(f"the source base {source.id} is kept; delete it with `ktui base delete {source.id}`")
             if outcome is None and roots:
                 _not_waited_hint(args)
     return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
@@ -262,7 +264,7 @@ async def cmd_base_export(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             dump({"output": str(Path(args.output).expanduser()), "bases": len(document["bases"]), "items": items})
         else:
-            print(f"exported {len(document['bases'])} base(s), {items} item(s) to {args.output}")
+            say(f"exported {len(document['bases'])} base(s), {items} item(s) to {args.output}")
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -317,23 +319,23 @@ async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
 
 def _print_import(report: Any) -> None:
     kind = "ktui export" if report.format == "ktui-export" else "desktop-client backup"
-    print(f"imported from a {kind}: {len(report.bases)} base(s)")
+    say(f"imported from a {kind}: {len(report.bases)} base(s)")
     for b in report.bases:
         skipped = f", {len(b.skipped)} skipped" if b.skipped else ""
         if b.status == "completed":
-            print(f"  {b.name}  {b.base_id}: ready ({b.embedding_model_id}), {b.kept} item(s) queued{skipped}")
+            say(f"  {b.name}  {b.base_id}: ready ({b.embedding_model_id}), {b.kept} item(s) queued{skipped}")
         elif b.status == "failed":
-            print(f"  {b.name}  {b.base_id}: FAILED missing_embedding_model ({b.reason}); "
+            say(f"  {b.name}  {b.base_id}: FAILED missing_embedding_model ({b.reason}); "
                   f"{b.kept} item(s) kept as data{skipped}")
-            print(f"    restore it: ktui base restore {b.base_id} --model PROVIDER::MODEL")
+            say(f"    restore it: ktui base restore {b.base_id} --model PROVIDER::MODEL")
         else:
-            print(f"  {b.name}: NOT imported: {b.reason}")
+            say(f"  {b.name}: NOT imported: {b.reason}")
         for s in b.skipped:
-            print(f"    skipped {s.label}: {s.reason}")
+            say(f"    skipped {s.label}: {s.reason}")
         for w in b.warnings:
-            print(f"    warning: {w}")
+            say(f"    warning: {w}")
     for s in report.skipped_bases:
-        print(f"  skipped base {s.label}: {s.reason}")
+        say(f"  skipped base {s.label}: {s.reason}")
 
 
 # --- items ----------------------------------------------------------------
@@ -384,7 +386,7 @@ async def _report_queued(
     """What add and reindex print: the queued items, then (with --wait) how each ended."""
     if not args.json:
         for item in items:
-            print(f"{verb} {item.type.value} {item.display_name}  {item.id}")
+            say(f"{verb} {item.type.value} {item.display_name}  {item.id}")
     outcome = await _wait(ks, sub, items, args) if args.wait else None
     sub.close()
     if args.json:
@@ -465,7 +467,7 @@ async def cmd_rm(settings: Settings, args: argparse.Namespace) -> int:
             dump({"base_id": base.id, "removed": [i.id for i in items]})
         else:
             for item in items:
-                print(f"removed {item.type.value} {item.display_name}  {item.id}")
+                say(f"removed {item.type.value} {item.display_name}  {item.id}")
     return EXIT_OK
 
 
@@ -480,12 +482,12 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if response.reason:  # keyword results instead of semantic ones, or results not reranked
         err(f"warning: {response.reason}")
     if not response.results:
-        print("no results")
+        say("no results")
     for r in response.results:
         source = r.metadata.get("source") or r.item_id or ""
         where = f" p.{r.metadata['page']}" if r.metadata.get("page") is not None else ""
-        print(f"{r.rank:>2}. {r.score:.3f} {r.score_kind.value:<6} {source}{where}")
-        print(f"    {snippet(r.page_content)}")
+        say(f"{r.rank:>2}. {r.score:.3f} {r.score_kind.value:<6} {source}{where}")
+        say(f"    {snippet(r.page_content)}")
     return EXIT_OK
 
 
@@ -501,7 +503,7 @@ async def cmd_chunks(settings: Settings, args: argparse.Namespace) -> int:
         err(f"{item.display_name} has no chunks (status: {item.status.value})")
     else:
         for c in chunks:
-            print(f"#{c.chunk_index:<4} {c.id}  {snippet(c.text, 120)}")
+            say(f"#{c.chunk_index:<4} {c.id}  {snippet(c.text, 120)}")
     return EXIT_OK
 
 
@@ -622,14 +624,14 @@ async def cmd_groups_list(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_groups_create(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings) as ks:
         group = await ks.create_group(args.name)
-    dump(group_json(group)) if args.json else print(f"created group {group.name}  {group.id}")
+    dump(group_json(group)) if args.json else say(f"created group {group.name}  {group.id}")
     return EXIT_OK
 
 
 async def cmd_groups_rename(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings) as ks:
         group = await ks.rename_group(await _group_id(ks, args.group, create=False), args.name)
-    dump(group_json(group)) if args.json else print(f"renamed group to {group.name}  {group.id}")
+    dump(group_json(group)) if args.json else say(f"renamed group to {group.name}  {group.id}")
     return EXIT_OK
 
 
@@ -637,5 +639,5 @@ async def cmd_groups_delete(settings: Settings, args: argparse.Namespace) -> int
     async with service(settings) as ks:
         group_id = await _group_id(ks, args.group, create=False)
         await ks.delete_group(group_id)
-    dump({"deleted": group_id}) if args.json else print(f"deleted group {group_id}")
+    dump({"deleted": group_id}) if args.json else say(f"deleted group {group_id}")
     return EXIT_OK

@@ -26,6 +26,7 @@ from ktui.core.models import (
     ItemStatus,
     KnowledgeItem,
 )
+from ktui.tui.cli_text import printable
 
 BAR_WIDTH = 28
 REDRAW_SECONDS = 0.1
@@ -51,7 +52,7 @@ class Progress:
 
     def line(self, text: str) -> None:
         self.clear()
-        self.stream.write(text + "\n")
+        self.stream.write(printable(text) + "\n")
         self.stream.flush()
 
     def bar(self, done: int, total: int, failed: int, current: str, *, force: bool = False) -> None:
@@ -66,7 +67,7 @@ class Progress:
         bar = "█" * filled + "░" * (BAR_WIDTH - filled)
         extra = f"  {failed} failed" if failed else ""
         text = f"[{bar}] {done}/{total}{extra}  {current}"
-        self.stream.write("\r\x1b[2K" + text[:200])
+        self.stream.write("\r\x1b[2K" + printable(text)[:200])
         self.stream.flush()
         self._drawn = True
 

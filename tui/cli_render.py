@@ -22,6 +22,7 @@ from ktui.core.models import (
     KnowledgeSearchResult,
     SearchResponse,
 )
+from ktui.tui.cli_text import printable
 
 
 class UsageError(Exception):
@@ -138,10 +139,11 @@ def table(rows: Sequence[Sequence[str]], headers: Sequence[str], out: TextIO | N
     out = out or sys.stdout
     if not rows:
         return
+    rows = [[printable(str(c)) for c in row] for row in rows]  # widths of what is shown
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
     widths[-1] = 0  # the last column is never padded
     for row in [headers, *rows]:
-        out.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n")
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n")
 
 
 def base_status_label(base: KnowledgeBase) -> str:
@@ -168,7 +170,7 @@ def base_lines(base: KnowledgeBase, item_count: int | None, group_name: str | No
         ("updated", base.updated_at),
     ]
     width = max(len(k) for k, _ in rows)
-    return [f"{k.ljust(width)}  {v}" for k, v in rows]
+    return [f"{k.ljust(width)}  {printable(v)}" for k, v in rows]
 
 
 def item_status_label(item: KnowledgeItem) -> str:
@@ -190,7 +192,7 @@ def item_rows(items: Iterable[KnowledgeItem], depth: dict[str, int] | None = Non
 
 
 def snippet(text: str, width: int = 160) -> str:
-    flat = " ".join(text.split())
+    flat = printable(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

@@ -1,0 +1,93 @@
+"""Terminal safety: user and document text never reaches a terminal as control characters.
+
+Unit properties of `printable`, then the real CLI as a subprocess: a file whose name
+holds a newline and an escape sequence, and a note that would retitle and clear the
+terminal, go through `add --wait`, `items`, `search` and `chunks`; the human-readable
+output shows visible escapes, the JSON output keeps the exact text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ktui.tui.cli_text import printable
+from tests.cli.test_cli import Ktui
+from tests.support.embedding_server import embedding_server_fixture
+
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+server = embedding_server_fixture(32, scope="module")
+
+
+def test_printable_escapes_what_a_terminal_acts_on():
+    assert printable("a\x1b[2Jb") == "a\\x1b[2Jb"
+    assert printable("one\ntwo\rthree\tfour") == "one\\ntwo\\rthree\\tfour"
+    assert printable("\x1b]0;title\x07") == "\\x1b]0;title\\x07"
+    assert printable("csi\x9b31m") == "csi\\x9b31m"
+    assert printable("abc\u202eevil") == "abc\\u202eevil"
+    assert printable("line\u2028sep") == "line\\u2028sep"
+    assert printable("lone \udc80 surrogate") == "lone \\udc80 surrogate"
+    assert printable("\x00\x7f") == "\\x00\\x7f"
+
+
+def test_printable_keeps_ordinary_text():
+    for text in ("plain", "Grüße, 日本語, emoji 📁", "C:\\Users\\me", "", "100% [x] {y}"):
+        assert printable(text) == text
+
+
+@given(st.text())
+def test_printable_output_has_no_terminal_active_character(text):
+    shown = printable(text)
+    assert UNSAFE.search(shown) is None
+    shown.encode("utf-8")  # always writable
+    if UNSAFE.search(text) is None:
+        assert shown == text
+
+
+@pytest.fixture
+def ktui(tmp_path, server):
+    return Ktui(tmp_path, server.url)
+
+
+def _clean(output: str) -> None:
+    assert "\x1b" not in output and "\x07" not in output and "\x9b" not in output, repr(output)
+
+
+@pytest.mark.slow
+def test_hostile_names_and_text_are_escaped_in_human_output(ktui):
+    name = "evil\ndone: 99 completed, 0 failed\x1b[2J.md"
+    (ktui.work / name).write_text("Otters hold hands while they sleep.", encoding="utf-8")
+    note = "\x1b]0;pwned\x07Hummingbirds hover\x1b[2J by beating their wings"
+    ktui("base", "create", "Safe")
+
+    added = ktui("add", "Safe", name, "--note", note, "--wait")
+    for output in (added.stdout, added.stderr):
+        _clean(output)
+    assert "evil\\ndone: 99 completed, 0 failed\\x1b[2J.md" in added.stdout
+    assert "\\x1b]0;pwned\\x07Hummingbirds" in added.stdout
+    # the forged progress line is not a line of its own
+    assert not any(line.startswith("done: 99") for line in (added.stdout + added.stderr).splitlines())
+    assert "done: 2 completed, 0 failed" in added.stderr
+
+    items = ktui("items", "Safe")
+    _clean(items.stdout + items.stderr)
+    assert "evil\\ndone" in items.stdout and len(items.stdout.strip().splitlines()) == 3  # header + 2 rows
+
+    found = ktui("search", "Safe", "hummingbirds hover wings")
+    _clean(found.stdout + found.stderr)
+    assert "\\x1b]0;pwned\\x07Hummingbirds hover\\x1b[2J" in found.stdout
+
+    missing = ktui("items", "no\x1b[2Jsuch", rc=1)
+    _clean(missing.stderr)
+    assert "no\\x1b[2Jsuch" in missing.stderr
+
+    # JSON keeps the exact text
+    listing = ktui.json("items", "Safe")
+    assert {i["name"] for i in listing["items"]} >= {name}
+    hits = json.loads(ktui("search", "Safe", "hummingbirds hover wings", "--json").stdout)
+    assert any(r["text"].startswith(note[:20]) for r in hits["results"])
