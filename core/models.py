@@ -346,6 +346,7 @@ class QueueStats:
     done: int
     failed: int
     chunks_per_second: float
+    chunks: int = 0  # chunks stored since the service opened (running total, for progress bars)
 
 
 Event = ItemChanged | ItemsAdded | ItemsRemoved | BaseChanged | BaseRemoved | QueueStats

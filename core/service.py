@@ -15,7 +15,7 @@ naming the field, and nothing else.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from ktui.core.models import (
     ROOT,
     BaseChanged,
     ChunkRecord,
+    ItemStatus,
     KnowledgeBase,
     KnowledgeGroup,
     KnowledgeItem,
@@ -187,6 +188,12 @@ class KnowledgeService:
 
     async def get_item(self, item_id: Any) -> KnowledgeItem:
         return await self._items.get(item_id)
+
+    async def statuses_below(self, item_ids: Sequence[str]) -> dict[str, ItemStatus]:
+        """id -> status of every item below the given ones (not the given ones): one query,
+        so a follower of a folder (`--wait`, `ktui watch`) knows its subtree without
+        looking items up one by one."""
+        return await self._items.statuses_below([require_id(i, "item_id") for i in item_ids])
 
     async def item_counts(self) -> dict[str, int]:
         """Number of items (all levels) per base id, for overviews."""

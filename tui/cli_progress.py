@@ -1,11 +1,18 @@
-"""`--wait`: follow queued work to the end, with a progress bar on a terminal.
+"""`--wait` and `ktui wait`: follow queued work to the end, with a progress bar on a terminal.
 
-The runtime's events (`ks.subscribe()`) say when an item changes; `ks.wait_idle`
-says when the base's queue is empty. We track the items we queued plus every
-child a container adds below them, so a directory's files count too, and the
-existing children a folder refresh reads again. On a
-terminal (stderr is a tty) one line is redrawn in place; otherwise one plain line
-is printed per item that finishes, which is what logs and CI want.
+The cost per event is O(1), whatever the size of the folder: running counters
+(`Tally`) change by one when an item changes, nothing is looked up per item
+(only a failed item is fetched once, to name it), and the screen is redrawn at
+most `REDRAW_SECONDS` apart, on an injected clock so tests need no real time.
+
+What is followed: the items we queued, every child a container adds below them
+(`ItemsAdded`), and those of the children that already existed below a followed
+folder (one query at the start) that change while we wait: a refresh reads only
+the changed files again, and only those count. On a terminal
+(stderr is a tty) one line is redrawn in place: a bar, items done / total,
+chunks, the rate and an ETA. Otherwise (logs, CI, pipes) a summary line is
+printed at most every `PLAIN_SECONDS`. Failures are printed as they happen,
+either way.
 """
 
 from __future__ import annotations
@@ -13,23 +20,22 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ktui.core.errors import KnowledgeError
-from ktui.core.models import (
-    ANY_GROUP,
-    ItemChanged,
-    ItemsAdded,
-    ItemsRemoved,
-    ItemStatus,
-    KnowledgeItem,
-)
+from ktui.core.models import ItemChanged, ItemsAdded, ItemsRemoved, ItemStatus, KnowledgeItem, QueueStats
 from ktui.tui.cli_text import printable
 
-BAR_WIDTH = 28
-REDRAW_SECONDS = 0.1
+BAR_WIDTH = 24
+REDRAW_SECONDS = 0.1  # at most ~10 redraws a second on a terminal
+PLAIN_SECONDS = 10.0  # a summary line at most this often off a terminal
+RATE_WINDOW_SECONDS = 15.0  # the rate (and so the ETA) is measured over this much recent time
+BATCH_SECONDS = 0.05  # let events gather between two passes: coalescing then drops stale states
+
+Clock = Callable[[], float]
 
 
 @dataclass
@@ -43,31 +49,159 @@ class WaitOutcome:
         return not self.failed
 
 
+class Tally:
+    """Statuses of the followed items with running counters: every change is O(1)."""
+
+    def __init__(self) -> None:
+        self.status: dict[str, ItemStatus] = {}
+        self.completed = 0
+        self.failed_ids: dict[str, None] = {}  # insertion-ordered set
+
+    @property
+    def total(self) -> int:
+        return len(self.status)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failed_ids)
+
+    @property
+    def done(self) -> int:
+        return self.completed + len(self.failed_ids)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self.status
+
+    def track(self, item_id: str, status: ItemStatus) -> None:
+        """Start following an item (a no-op for one already followed)."""
+        if item_id not in self.status:
+            self.status[item_id] = ItemStatus.IDLE
+            self.set(item_id, status)
+
+    def set(self, item_id: str, status: ItemStatus) -> bool:
+        """Record a followed item's new status; True when it has just failed."""
+        old = self.status.get(item_id)
+        if old is None:
+            return False
+        self._count(item_id, old, -1)
+        self.status[item_id] = status
+        self._count(item_id, status, +1)
+        return status == ItemStatus.FAILED and old != ItemStatus.FAILED
+
+    def remove(self, item_id: str) -> None:
+        old = self.status.pop(item_id, None)
+        if old is not None:
+            self._count(item_id, old, -1)
+
+    def _count(self, item_id: str, status: ItemStatus, sign: int) -> None:
+        if status == ItemStatus.COMPLETED:
+            self.completed += sign
+        elif status == ItemStatus.FAILED:
+            if sign > 0:
+                self.failed_ids[item_id] = None
+            else:
+                self.failed_ids.pop(item_id, None)
+
+
+class RateMeter:
+    """Items per second over the last `window` seconds (samples are taken at redraws, so
+    the window holds at most a few hundred of them)."""
+
+    def __init__(self, window: float = RATE_WINDOW_SECONDS):
+        self.window = window
+        self._samples: deque[tuple[float, int]] = deque()
+
+    def sample(self, now: float, done: int) -> float | None:
+        self._samples.append((now, done))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= self.window:
+            self._samples.popleft()
+        first_t, first_done = self._samples[0]
+        if now - first_t < 0.5:
+            return None  # too early to say
+        return max(0.0, (done - first_done) / (now - first_t))
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one progress line shows."""
+
+    done: int
+    total: int
+    failed: int
+    chunks: int
+    rate: float | None  # items per second, None until measurable
+    elapsed: float
+
+    @property
+    def eta(self) -> float | None:
+        if not self.rate or self.done >= self.total:
+            return None
+        return (self.total - self.done) / self.rate
+
+
+def duration(seconds: float) -> str:
+    """`42s`, `3m05s`, `2h07m`."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def describe(f: Figures) -> str:
+    """`1,234/20,001 items · 5,678 chunks · 123 items/s · ETA 2m41s · 3 failed`."""
+    parts = [f"{f.done:,}/{f.total:,} items", f"{f.chunks:,} chunks"]
+    if f.rate is not None:
+        parts.append(f"{f.rate:,.0f} items/s" if f.rate >= 10 else f"{f.rate:.1f} items/s")
+    eta = f.eta
+    if eta is not None:
+        parts.append(f"ETA {duration(eta)}")
+    if f.failed:
+        parts.append(f"{f.failed:,} failed")
+    return " · ".join(parts)
+
+
 class Progress:
-    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None):
+    """Where progress goes: a bar redrawn in place on a terminal, summary lines elsewhere.
+
+    `clock` (seconds, monotonic) decides when to redraw; tests pass a fake one.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None, clock: Clock = time.monotonic):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
-        self._last_draw = 0.0
+        self.clock = clock
+        self._last_draw: float | None = None
         self._drawn = False
+        self.draws = 0  # how many times progress was written (the tests count them)
 
     def line(self, text: str) -> None:
+        """A line of its own (a failure): the bar is cleared first and redrawn later."""
         self.clear()
         self.stream.write(printable(text) + "\n")
         self.stream.flush()
 
-    def bar(self, done: int, total: int, failed: int, current: str, *, force: bool = False) -> None:
+    def due(self) -> bool:
+        """True when it is time for the next progress output."""
+        now = self.clock()
+        interval = REDRAW_SECONDS if self.tty else PLAIN_SECONDS
+        return self._last_draw is None or now - self._last_draw >= interval
+
+    def show(self, figures: Figures, *, force: bool = False) -> None:
+        """Draw the bar (terminal) or print a summary line (elsewhere), at most once per interval."""
+        if not force and not self.due():
+            return
+        self._last_draw = self.clock()
+        self.draws += 1
         if not self.tty:
+            self.stream.write(f"progress: {describe(figures)}\n")
+            self.stream.flush()
             return
-        now = time.monotonic()
-        if not force and now - self._last_draw < REDRAW_SECONDS:
-            return
-        self._last_draw = now
-        frac = done / total if total else 1.0
+        frac = figures.done / figures.total if figures.total else 1.0
         filled = round(frac * BAR_WIDTH)
         bar = "█" * filled + "░" * (BAR_WIDTH - filled)
-        extra = f"  {failed} failed" if failed else ""
-        text = f"[{bar}] {done}/{total}{extra}  {current}"
-        self.stream.write("\r\x1b[2K" + printable(text)[:200])
+        self.stream.write("\r\x1b[2K" + f"[{bar}] {describe(figures)}"[:200])
         self.stream.flush()
         self._drawn = True
 
@@ -78,6 +212,72 @@ class Progress:
             self._drawn = False
 
 
+class Follower:
+    """The state of one `follow`: apply events in O(1) each, report as they change."""
+
+    def __init__(self, ks: Any, progress: Progress, base_ids: Sequence[str]):
+        self.ks = ks
+        self.progress = progress
+        self.base_ids = set(base_ids)
+        self.tally = Tally()
+        self.rate = RateMeter()
+        self.started = progress.clock()
+        stats = ks.queue_stats()
+        self._chunks_at_start = stats.chunks
+        self.chunks = 0
+        self._newly_failed: list[str] = []
+        self.below: set[str] = set()  # items that existed below a followed folder: counted once they change
+
+    def apply(self, event: Any) -> None:
+        tally = self.tally
+        if isinstance(event, ItemChanged):
+            if event.item_id not in tally and event.item_id in self.below:
+                tally.track(event.item_id, ItemStatus.PROCESSING)
+            if event.item_id in tally and tally.set(event.item_id, event.status):
+                self._newly_failed.append(event.item_id)
+        elif isinstance(event, ItemsAdded):
+            if event.group_id in tally:
+                for item_id in event.item_ids:
+                    tally.track(item_id, ItemStatus.PROCESSING)
+        elif isinstance(event, ItemsRemoved):
+            for item_id in event.item_ids:
+                tally.remove(item_id)
+        elif isinstance(event, QueueStats):
+            self.chunks = max(0, event.chunks - self._chunks_at_start)
+
+    async def report_failures(self) -> None:
+        """One line per item that failed since the last call (one lookup each, failures only)."""
+        failed, self._newly_failed = self._newly_failed, []
+        for item_id in failed:
+            if item_id not in self.tally.failed_ids:
+                continue  # re-queued meanwhile
+            try:
+                item = await self.ks.get_item(item_id)
+            except KnowledgeError:  # deleted meanwhile
+                continue
+            if item.type.is_leaf or not item.error or "child" not in item.error:
+                self.progress.line(f"failed  {item.type.value} {item.display_name}: {item.error}")
+
+    def figures(self) -> Figures:
+        now = self.progress.clock()
+        t = self.tally
+        return Figures(t.done, t.total, t.failed, self.chunks, self.rate.sample(now, t.done), now - self.started)
+
+    def show(self, *, force: bool = False) -> None:
+        if force or self.progress.due():
+            self.progress.show(self.figures(), force=True)
+
+    async def outcome(self) -> WaitOutcome:
+        """How it ended, from the counters; the failed items are fetched to be named."""
+        outcome = WaitOutcome(completed=self.tally.completed, total=self.tally.total)
+        for item_id in self.tally.failed_ids:
+            try:
+                outcome.failed.append(await self.ks.get_item(item_id))
+            except KnowledgeError:
+                continue
+        return outcome
+
+
 async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
                  progress: Progress, *, timeout: float | None = None) -> WaitOutcome:
     """Wait until `roots` (and everything they expand to, in any base) are done; report as we go.
@@ -85,102 +285,33 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
     `subscription` must have been opened before the items were queued, so that no
     event is missed.
     """
-    status: dict[str, ItemStatus] = {r.id: r.status for r in roots}
-    labels: dict[str, str] = {r.id: f"{r.type.value} {r.display_name}" for r in roots}
-    reported: set[str] = set()
-    current = ""
     base_ids = sorted({r.base_id for r in roots})
     if not base_ids:
         return WaitOutcome()
-    parents: dict[str, str | None] = {}
-
-    async def below_roots(item_id: str) -> bool:
-        """An item that already existed below a followed folder (a refresh re-reads it)."""
-        current_id: str | None = item_id
-        while current_id is not None and current_id not in status:
-            if current_id not in parents:
-                try:
-                    parents[current_id] = (await ks.get_item(current_id)).group_id
-                except KnowledgeError:  # deleted meanwhile
-                    parents[current_id] = None
-            current_id = parents[current_id]
-        return current_id is not None
-
-    idle = asyncio.ensure_future(
-        ks.wait_idle(base_ids[0] if len(base_ids) == 1 else None, timeout=timeout)
-    )
+    follower = Follower(ks, progress, base_ids)
+    for root in roots:
+        follower.tally.track(root.id, root.status)
+    containers = [r.id for r in roots if not r.type.is_leaf]
+    if containers:  # what already exists below a followed folder: a refresh reads some of it again
+        follower.below = set(await ks.statuses_below(containers))
+    idle = asyncio.ensure_future(ks.wait_idle(base_ids[0] if len(base_ids) == 1 else None, timeout=timeout))
     try:
         while True:
-            events = await subscription.next_batch(timeout=REDRAW_SECONDS)
-            for event in events:
-                if isinstance(event, ItemsAdded) and event.group_id in status:
-                    for item_id in event.item_ids:
-                        status.setdefault(item_id, ItemStatus.PROCESSING)
-                elif isinstance(event, ItemsRemoved):
-                    for item_id in event.item_ids:
-                        status.pop(item_id, None)
-                elif isinstance(event, ItemChanged) and (
-                    event.item_id in status
-                    or (event.base_id in base_ids and await below_roots(event.item_id))
-                ):
-                    status[event.item_id] = event.status
-                    if event.status.is_terminal and event.item_id not in reported:
-                        reported.add(event.item_id)
-                        label = await _label(ks, event.item_id, labels)
-                        done = sum(1 for s in status.values() if s.is_terminal)
-                        if not progress.tty:
-                            msg = f"[{done}/{len(status)}] {event.status.value}  {label}"
-                            if event.error:
-                                msg += f": {event.error}"
-                            progress.line(msg)
-                        elif event.status == ItemStatus.FAILED:
-                            progress.line(f"failed  {label}: {event.error}")
-                    elif event.phase is not None:
-                        current = await _label(ks, event.item_id, labels)
-                        if event.progress is not None:
-                            current += f" {int(event.progress * 100)}%"
-            done = sum(1 for s in status.values() if s.is_terminal)
-            failed = sum(1 for s in status.values() if s == ItemStatus.FAILED)
-            progress.bar(done, len(status), failed, current)
+            for event in await subscription.next_batch(timeout=REDRAW_SECONDS):
+                follower.apply(event)
+            await follower.report_failures()
+            follower.show()
             if idle.done():
                 if not idle.result():
                     raise TimeoutError
                 if not subscription.pending_count():
                     break
-        progress.bar(done, len(status), failed, "", force=True)
+            else:
+                await asyncio.sleep(BATCH_SECONDS)
+        if progress.tty:
+            follower.show(force=True)
         progress.clear()
     finally:
         if not idle.done():
             idle.cancel()
-    outcome = WaitOutcome()
-    for base_id in base_ids:
-        await _outcome(ks, base_id, set(status), outcome)
-    return outcome
-
-
-async def _label(ks: Any, item_id: str, labels: dict[str, str]) -> str:
-    if item_id not in labels:
-        try:
-            item = await ks.get_item(item_id)
-            labels[item_id] = f"{item.type.value} {item.display_name}"
-        except KnowledgeError:  # deleted meanwhile
-            labels[item_id] = item_id
-    return labels[item_id]
-
-
-async def _outcome(ks: Any, base_id: str, tracked: set[str], outcome: WaitOutcome) -> None:
-    """Final state from the database (events may have been coalesced)."""
-    page = 1
-    while True:
-        listing = await ks.list_items(base_id, group_id=ANY_GROUP, page=page, limit=100)
-        for item in listing.items:
-            if item.id not in tracked:
-                continue
-            outcome.total += 1
-            if item.status == ItemStatus.COMPLETED:
-                outcome.completed += 1
-            elif item.status == ItemStatus.FAILED:
-                outcome.failed.append(item)
-        if page >= listing.pages:
-            break
-        page += 1
+    return await follower.outcome()

@@ -234,6 +234,23 @@ class KnowledgeItemService:
                     out.extend(item_from_row(r) for r in await cur.fetchall())
         return out
 
+    async def statuses_below(self, item_ids: Sequence[str]) -> dict[str, ItemStatus]:
+        """id -> status of every item below the given ones, in one query per 500 ids:
+        what a follower of a folder needs, without building whole items."""
+        out: dict[str, ItemStatus] = {}
+        async with self._db.read() as conn:
+            for part in _chunks(list(item_ids)):
+                async with conn.execute(
+                    f"""WITH RECURSIVE tree(id) AS (
+                            SELECT id FROM knowledge_item WHERE group_id IN ({_marks(len(part))})
+                            UNION ALL
+                            SELECT k.id FROM knowledge_item k JOIN tree t ON k.group_id = t.id)
+                        SELECT k.id, k.status FROM knowledge_item k JOIN tree t ON k.id = t.id""",
+                    part,
+                ) as cur:
+                    out.update((r[0], ItemStatus(r[1])) for r in await cur.fetchall())
+        return out
+
     async def leaves_under(self, item_ids: Sequence[str]) -> list[KnowledgeItem]:
         """The leaf items among the given ones and their descendants."""
         given = await self.get_many(item_ids)

@@ -95,6 +95,7 @@ class KnowledgeRuntimeService:
         self.queue.on_change = self._queue_changed
         self._locks: dict[str, asyncio.Lock] = {}
         self._chunk_times: deque[tuple[float, int]] = deque()
+        self._chunks_total = 0
         self._stats_handle: asyncio.TimerHandle | None = None
         self._last_stats = 0.0
         self._closed = False
@@ -561,6 +562,7 @@ class KnowledgeRuntimeService:
     def _record_chunks(self, n: int) -> None:
         now = time.monotonic()
         self._chunk_times.append((now, n))
+        self._chunks_total += n
         self._queue_changed()
 
     def chunks_per_second(self) -> float:
@@ -579,6 +581,7 @@ class KnowledgeRuntimeService:
             done=self.queue.done,
             failed=self.queue.failed,
             chunks_per_second=round(self.chunks_per_second(), 1),
+            chunks=self._chunks_total,
         )
 
     def _queue_changed(self) -> None:

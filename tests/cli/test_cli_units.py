@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from ktui.core.errors import ValidationError
 from ktui.core.models import ItemStatus, ItemType, KnowledgeItem, NoteItemData
 from ktui.tui.cli import build_parser
 from ktui.tui.cli_commands import _inputs, _tree_order
-from ktui.tui.cli_progress import Progress
 from ktui.tui.cli_render import UsageError
 
 
@@ -86,20 +84,6 @@ def test_tree_order_puts_parents_first_and_loses_nothing(pairs):
 def test_tree_order_keeps_orphans_of_a_filter():
     ordered, depth = _tree_order([_item("child", "missing-parent", "t1"), _item("root", None, "t0")])
     assert [i.id for i in ordered] == ["root", "child"] and depth == {"root": 0, "child": 0}
-
-
-def test_progress_bar_redraws_in_place_on_a_terminal():
-    out = io.StringIO()
-    bar = Progress(out, tty=True)
-    bar.bar(1, 4, 0, "file a.md", force=True)
-    bar.bar(4, 4, 1, "", force=True)
-    bar.line("failed  file b.md: boom")
-    text = out.getvalue()
-    assert text.count("\r\x1b[2K") >= 3 and "1/4" in text and "4/4  1 failed" in text
-    assert text.endswith("failed  file b.md: boom\n")
-    plain = io.StringIO()
-    Progress(plain, tty=False).bar(1, 2, 0, "x", force=True)
-    assert plain.getvalue() == ""  # no bar off a terminal
 
 
 def test_docs_name_every_command():

@@ -1,0 +1,153 @@
+"""`--wait` progress: O(1) counters, time-batched output on a fake clock, and `follow`
+on a real service (a real folder, a real embedding server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ktui.core.models import ItemInput, ItemStatus
+from ktui.tui.cli_progress import (
+    PLAIN_SECONDS,
+    REDRAW_SECONDS,
+    Figures,
+    Progress,
+    Tally,
+    describe,
+    duration,
+    follow,
+)
+from tests.support.embedding_server import embedding_server_fixture
+from tests.support.services import open_service, write_files
+
+server = embedding_server_fixture(16)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+STATUSES = st.sampled_from(list(ItemStatus))
+OPS = st.lists(
+    st.tuples(st.sampled_from(["track", "set", "remove"]), st.integers(0, 6), STATUSES), max_size=60
+)
+
+
+@given(OPS)
+def test_tally_counters_always_match_a_recount(ops):
+    tally = Tally()
+    for op, n, status in ops:
+        item_id = f"i{n}"
+        if op == "track":
+            tally.track(item_id, status)
+        elif op == "set":
+            tally.set(item_id, status)
+        else:
+            tally.remove(item_id)
+        counts = Counter(tally.status.values())
+        assert tally.total == len(tally.status)
+        assert tally.completed == counts[ItemStatus.COMPLETED]
+        assert tally.failed == counts[ItemStatus.FAILED]
+        assert set(tally.failed_ids) == {i for i, s in tally.status.items() if s == ItemStatus.FAILED}
+
+
+def test_set_reports_a_new_failure_once_and_ignores_unfollowed_items():
+    tally = Tally()
+    tally.track("a", ItemStatus.PROCESSING)
+    assert tally.set("a", ItemStatus.FAILED) is True
+    assert tally.set("a", ItemStatus.FAILED) is False  # already failed
+    assert tally.set("stranger", ItemStatus.FAILED) is False and "stranger" not in tally
+
+
+def figures(done: int, total: int = 100, **kw) -> Figures:
+    return Figures(done=done, total=total, failed=kw.get("failed", 0), chunks=kw.get("chunks", 0),
+                   rate=kw.get("rate"), elapsed=0.0)
+
+
+def test_a_terminal_is_redrawn_at_most_once_per_interval_of_the_clock():
+    out, clock = io.StringIO(), FakeClock()
+    progress = Progress(out, tty=True, clock=clock)
+    for i in range(500):  # 500 events within one interval
+        progress.show(figures(i))
+        clock.now += REDRAW_SECONDS / 1000
+    assert progress.draws == 1
+    clock.now += REDRAW_SECONDS
+    progress.show(figures(7))
+    assert progress.draws == 2
+    progress.show(figures(8), force=True)  # the final state is always drawn
+    assert progress.draws == 3
+    text = out.getvalue()
+    assert text.count("\r\x1b[2K") == 3 and "█" in text and "8/100 items" in text and "\n" not in text
+    progress.line("failed  file b.md: boom")
+    assert out.getvalue().endswith("\r\x1b[2Kfailed  file b.md: boom\n")
+
+
+def test_off_a_terminal_a_summary_line_is_printed_now_and_then():
+    out, clock = io.StringIO(), FakeClock()
+    progress = Progress(out, tty=False, clock=clock)
+    for i in range(100):
+        progress.show(figures(i))
+        clock.now += PLAIN_SECONDS / 40
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3  # at 0, 10 s and 20 s of fake time
+    assert all(line.startswith("progress: ") for line in lines) and "\r" not in out.getvalue()
+
+
+def test_the_line_shows_items_chunks_rate_eta_and_failures():
+    text = describe(figures(25, 100, chunks=1234, rate=25.0, failed=2))
+    assert text == "25/100 items · 1,234 chunks · 25 items/s · ETA 3s · 2 failed"
+    assert "ETA" not in describe(figures(100, 100, rate=3.0))
+    assert "items/s" not in describe(figures(1))  # no rate until one can be measured
+    assert [duration(s) for s in (5, 65, 7322)] == ["5s", "1m05s", "2h02m"]
+
+
+class CountingService:
+    """The real facade, counting the per-item lookups `follow` makes."""
+
+    def __init__(self, ks):
+        self._ks = ks
+        self.lookups = 0
+
+    async def get_item(self, item_id):
+        self.lookups += 1
+        return await self._ks.get_item(item_id)
+
+    def __getattr__(self, name):
+        return getattr(self._ks, name)
+
+
+async def test_follow_counts_a_folder_without_looking_items_up(tmp_path, server):
+    files = {f"d{i % 3}/n{i}.md": f"# Note {i}\n\nOtters number {i} float.\n" for i in range(30)}
+    files["empty.md"] = ""
+    folder = write_files(tmp_path / "notes", files)
+    async with open_service(tmp_path / "data", server.url) as real:
+        ks = CountingService(real)
+        base = await ks.create_base("Notes")
+        sub = ks.subscribe()
+        roots = await ks.add_items(base.id, [ItemInput("directory", {"path": str(folder)})])
+        out = io.StringIO()
+        outcome = await follow(ks, sub, roots, Progress(out, tty=True))
+        sub.close()
+        # the folder, three sub-folders, 31 files; one empty file fails (and so its folder)
+        assert (outcome.total, outcome.completed) == (35, 33)
+        assert sorted(i.type.value for i in outcome.failed) == ["directory", "file"]
+        assert ks.lookups == 2 * len(outcome.failed)  # each failure: named as it happened, and at the end
+        assert "failed  file empty.md" in out.getvalue() and "35/35 items" in out.getvalue()
+
+        # a refresh follows what it reads again below the folder: the two changed files
+        # and their folders, not the unchanged files
+        (folder / "d1" / "n1.md").write_text("# Note 1\n\nOtters changed their mind.\n")
+        (folder / "empty.md").write_text("no longer empty\n")
+        sub = ks.subscribe()
+        fresh = await ks.reindex_items(base.id, [roots[0].id])
+        outcome = await follow(ks, sub, fresh, Progress(io.StringIO(), tty=False))
+        sub.close()
+        assert (outcome.total, outcome.completed, outcome.failed) == (4, 4, [])
+        assert ks.lookups == 4  # no lookups for the refresh
