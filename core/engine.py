@@ -16,7 +16,7 @@ namespaced by the embedder's `cache_namespace` attribute when it has one (the
 serves a vector from the other model. The cache is bounded (LRU,
 `SESSION_CACHE_ENTRIES`) and never persisted.
 
-See core/similar.py for the pattern a domain wrapper follows.
+See core/search/similar.py for the pattern a domain wrapper follows.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ import numpy as np
 from ktui.core.errors import StoreError
 from ktui.core.models import Chunk, ChunkRecord
 
-from .fts import FTS_TOKENIZER, fts_match_expression
-from .fusion import RRF_K, reciprocal_rank_fusion
+from ktui.core.search.keyword import FTS_TOKENIZER, fts_match_expression
+from ktui.core.search.fusion import RRF_K, reciprocal_rank_fusion
 from .matrix import (
     Expected,
     MatrixFiles,

@@ -13,7 +13,7 @@ from ktui.core.models import (
     NoteItemData,
     UrlItemData,
 )
-from ktui.core.similar import format_item_for_embedding, rank_similar_items
+from ktui.core.search.similar import format_item_for_embedding, rank_similar_items
 from tests.support.embedding_server import deterministic_vectors
 
 

@@ -1,6 +1,6 @@
 """Items similar to the one under the cursor (the Knowledge Engine's domain wrapper).
 
-The facade's `similar_items` ranks the base's items with `core.similar`
+The facade's `similar_items` ranks the base's items with `core.search.similar`
 (each item represented by its chunks, embedded with the base's own model);
 without a usable embedder the engine falls back to keyword matching, and the
 dialog says so (DEGRADED plus the reason).

@@ -17,7 +17,10 @@ import logging
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.errors import KnowledgeError
 from ktui.core.models import KnowledgeBase, KnowledgeSearchResult, ScoreKind, SearchMode, SearchResponse
-from ktui.core.store import BaseStore
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ktui.core.store import BaseStore
 
 log = logging.getLogger(__name__)
 

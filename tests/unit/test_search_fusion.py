@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ktui.core.store import reciprocal_rank_fusion
+from ktui.core.search import reciprocal_rank_fusion
 
 
 def ranked(*ids: str) -> list[tuple[str, float]]:

@@ -7,8 +7,8 @@ import sqlite3
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ktui.core.store import fts_match_expression
-from ktui.core.store.fts import FTS_TOKENIZER, MAX_TERMS
+from ktui.core.search import fts_match_expression
+from ktui.core.search.keyword import FTS_TOKENIZER, MAX_TERMS
 
 
 def test_terms_are_quoted_lowercased_deduplicated_and_ored() -> None:
