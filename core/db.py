@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from ktui.core.errors import SchemaVersionError, StoreError
+from ktui.core.storage_faults import rollback_quietly, storage_error
 
 T = TypeVar("T")
 
@@ -181,6 +182,11 @@ class Database:
             data_dir.mkdir(parents=True, exist_ok=True)
             conn = await aiosqlite.connect(path, isolation_level=None)
         except Exception as exc:  # unreadable dir, not a database...
+            fault = storage_error(exc, path)
+            if fault is not None:
+                raise fault from exc
+            if isinstance(exc, FileExistsError):
+                raise StoreError(f"Cannot open database {path}: {exc.filename} is a file, not a folder") from exc
             raise StoreError(f"Cannot open database {path}: {exc}") from exc
         conn.row_factory = aiosqlite.Row
         db = cls(conn, path)
@@ -192,6 +198,9 @@ class Database:
             await db._migrate()
         except aiosqlite.Error as exc:  # locked past the busy timeout, disk full, I/O error...
             await conn.close()
+            fault = storage_error(exc, path)
+            if fault is not None:
+                raise fault from exc
             raise StoreError(f"Cannot prepare database {path}: {exc}") from exc
         except BaseException:
             await conn.close()
@@ -252,7 +261,7 @@ class Database:
                 await self._conn.execute(f"PRAGMA user_version = {version + 1}")
                 await self._conn.execute("COMMIT")
             except BaseException:
-                await self._conn.execute("ROLLBACK")
+                await self._rollback()
                 raise
 
     async def user_version(self) -> int:
@@ -264,14 +273,28 @@ class Database:
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any exception (including cancellation)."""
         async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                await asyncio.shield(self._conn.execute("ROLLBACK"))
+                await self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    await self._conn.execute("COMMIT")
+                except BaseException:
+                    await asyncio.shield(self._rollback())
+                    raise
+            except sqlite3.Error as exc:
+                fault = storage_error(exc, self.path)
+                if fault is not None:
+                    raise fault from exc
                 raise
-            else:
-                await self._conn.execute("COMMIT")
+
+    async def _rollback(self) -> None:
+        """ROLLBACK unless SQLite already ended the transaction (it does on a full disk):
+        a ROLLBACK error must never replace the real cause."""
+        if self._conn.in_transaction:
+            try:
+                await self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     async def run_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(connection)` inside BEGIN IMMEDIATE … COMMIT on the connection's own
@@ -287,14 +310,20 @@ class Database:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = fn(conn)
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                rollback_quietly(conn)
                 raise
-            conn.execute("COMMIT")
             return result
 
         async with self._lock:
-            return await self._conn._execute(run, self._conn._conn)
+            try:
+                return await self._conn._execute(run, self._conn._conn)
+            except sqlite3.Error as exc:
+                fault = storage_error(exc, self.path)
+                if fault is not None:
+                    raise fault from exc
+                raise
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[aiosqlite.Connection]:

@@ -87,6 +87,27 @@ class StoreError(KnowledgeError):
     """A base's vector store is missing, corrupt or unwritable."""
 
 
+class DiskFullError(StoreError):
+    """A write failed because the file system holding `path` has no space left.
+
+    The runtime pauses its queue on this error (rather than failing item after
+    item) and resumes by itself once space is free again.
+    """
+
+    def __init__(self, path: str, detail: str | None = None):
+        self.path = str(path)
+        super().__init__(f"no space left on device: {self.path}" + (f" ({detail})" if detail else ""))
+
+
+class AccessDeniedError(StoreError):
+    """A file or folder of the data directory cannot be opened or written (mode, owner,
+    or a read-only file system). Not corruption: fixing the permission is enough."""
+
+    def __init__(self, path: str, reason: str = "permission denied"):
+        self.path = str(path)
+        super().__init__(f"{reason}: {self.path}")
+
+
 class IngestError(KnowledgeError):
     """A source could not be read, fetched, expanded or chunked. The message names it."""
 

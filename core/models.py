@@ -347,6 +347,7 @@ class QueueStats:
     failed: int
     chunks_per_second: float
     chunks: int = 0  # chunks stored since the service opened (running total, for progress bars)
+    paused: str | None = None  # why the queue starts no new work (e.g. "no space left on device: PATH")
 
 
 Event = ItemChanged | ItemsAdded | ItemsRemoved | BaseChanged | BaseRemoved | QueueStats

@@ -131,7 +131,11 @@ async def _wait(ks: Any, sub: Any, roots: Sequence[KnowledgeItem], args: argpars
     outcome = await follow(ks, sub, roots, Progress(sys.stderr))
     if not args.json:
         summary = f"{outcome.completed} completed, {len(outcome.failed)} failed"
-        err(f"done: {summary}")
+        if outcome.unfinished:
+            summary += f", {outcome.unfinished} unfinished"
+        err(f"{'stopped' if outcome.unfinished else 'done'}: {summary}")
+        if outcome.paused:
+            err(f"paused: {outcome.paused}; free some space, then run `ktui wait` to finish")
         for item in outcome.failed:
             if item.type.is_leaf or not item.error or "child" not in item.error:
                 err(f"  failed  {item.type.value} {item.source}: {item.error}")
@@ -144,6 +148,8 @@ def _wait_json(outcome: WaitOutcome | None) -> dict[str, Any] | None:
     return {
         "total": outcome.total,
         "completed": outcome.completed,
+        "unfinished": outcome.unfinished,
+        "paused": outcome.paused,
         "failed": [{"id": i.id, "type": i.type.value, "source": i.source, "error": i.error} for i in outcome.failed],
     }
 

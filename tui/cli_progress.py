@@ -43,10 +43,15 @@ class WaitOutcome:
     completed: int = 0
     failed: list[KnowledgeItem] = field(default_factory=list)
     total: int = 0
+    paused: str | None = None  # the queue stopped before the items finished (a full disk)
+
+    @property
+    def unfinished(self) -> int:
+        return self.total - self.completed - len(self.failed)
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.unfinished
 
 
 class Tally:
@@ -269,7 +274,8 @@ class Follower:
 
     async def outcome(self) -> WaitOutcome:
         """How it ended, from the counters; the failed items are fetched to be named."""
-        outcome = WaitOutcome(completed=self.tally.completed, total=self.tally.total)
+        outcome = WaitOutcome(completed=self.tally.completed, total=self.tally.total,
+                              paused=self.ks.queue_stats().paused)
         for item_id in self.tally.failed_ids:
             try:
                 outcome.failed.append(await self.ks.get_item(item_id))

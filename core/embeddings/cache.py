@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ktui.core.storage_faults import rollback_quietly
+
 log = logging.getLogger(__name__)
 
 _SQL_BATCH = 500  # keys per SELECT ... IN (...); well under SQLite's variable limit
@@ -153,7 +155,7 @@ class DiskCache:
                     self._count = conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                rollback_quietly(conn)
                 raise
 
         self._guard("write", run)

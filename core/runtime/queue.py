@@ -103,6 +103,7 @@ class TaskQueue:
         self._changed = asyncio.Condition()  # notified whenever a task finishes or is dropped
         self._workers: list[asyncio.Task[None]] = []
         self._closed = False
+        self.paused: str | None = None  # why no new task starts (a full disk), None when running
         self.done = 0
         self.failed = 0
         self.on_change: Callable[[], None] | None = None
@@ -129,6 +130,22 @@ class TaskQueue:
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers.clear()
         return dropped
+
+    def pause(self, reason: str) -> None:
+        """Start no new task until `resume` (running tasks finish as they will). Waiters
+        of `wait_idle` are released: a paused queue will not become idle by itself."""
+        if self.paused is not None or self._closed:
+            return
+        self.paused = reason
+        asyncio.get_running_loop().create_task(self._notify_changed())
+        self._emit_change()
+
+    def resume(self) -> None:
+        if self.paused is None:
+            return
+        self.paused = None
+        self._notify_workers()
+        self._emit_change()
 
     # --- queueing ---------------------------------------------------------
 
@@ -183,7 +200,12 @@ class TaskQueue:
             await self._changed.wait_for(lambda: not (ids & self._running.keys()))
 
     async def wait_idle(self, base_id: str | None = None) -> None:
+        """Wait until nothing is pending or running (for one base, or at all), or until the
+        queue is paused with nothing running (the caller reads `paused` to tell which)."""
+
         def idle() -> bool:
+            if self.paused is not None and not self._running:
+                return True
             return self._active[base_id] == 0 if base_id is not None else not self._pending and not self._running
 
         async with self._changed:
@@ -244,7 +266,7 @@ class TaskQueue:
     async def _worker(self) -> None:
         while True:
             async with self._wakeup:
-                await self._wakeup.wait_for(lambda: bool(self._pending) or self._closed)
+                await self._wakeup.wait_for(lambda: (bool(self._pending) and self.paused is None) or self._closed)
                 if self._closed and not self._pending:
                     return
                 _, task = self._pending.popitem(last=False)

@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from ktui.core.config import Settings
 from ktui.core.data.base_service import KnowledgeBaseService
 from ktui.core.data.item_service import ChildSpec, KnowledgeItemService
 from ktui.core.embeddings import EmbeddingService
-from ktui.core.errors import IngestError, KnowledgeError, NotFoundError, StoreError, TaskInterrupted
+from ktui.core.errors import DiskFullError, IngestError, KnowledgeError, NotFoundError, StoreError, TaskInterrupted
 from ktui.core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
 from ktui.core.ingest.pipeline import chunking_signature, read_and_chunk_file
 from ktui.core.models import (
@@ -55,11 +56,15 @@ from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskK
 from ktui.core.runtime.read_ahead import ReadAhead
 from ktui.core.runtime.refresh import plan_refresh
 from ktui.core.runtime.watcher import FolderWatcher
+from ktui.core.storage_faults import LOW_SPACE_BYTES, free_bytes
 from ktui.core.store import BaseStore, StoreManager
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_MESSAGE = "interrupted by shutdown"
+DISK_FULL_PREFIX = "no space left on device"
+RESERVE_FILENAME = ".space-reserve"  # see KnowledgeRuntimeService._make_reserve
+SPACE_PROBE_S = 1.0  # how often a queue paused by a full disk looks for free space again
 RATE_WINDOW_S = 5.0
 STATS_INTERVAL_S = 0.2
 
@@ -107,13 +112,21 @@ class KnowledgeRuntimeService:
         self._phase_writes: GroupCommit[_PhaseWrite] = GroupCommit(self._commit_phases)
         self._embed_progress: dict[str, float] = {}  # leaf id -> its latest embedding progress
         self._refreshing: set[str] = set()  # folders whose refresh request is being set up
+        self._space_watch: asyncio.Task[None] | None = None  # runs while a full disk pauses the queue
+        self.space_probe_interval = SPACE_PROBE_S
 
     # --- lifecycle --------------------------------------------------------
 
     async def start(self) -> None:
         self.queue.start()
-        await self.recover()
-        await self.resume_watches()
+        space = await asyncio.to_thread(free_bytes, self.settings.data_dir)
+        if space is None or space > 4 * LOW_SPACE_BYTES:
+            await asyncio.to_thread(self._make_reserve)
+        try:
+            await self.recover()
+            await self.resume_watches()
+        except DiskFullError as exc:  # reads still work; the work waits for space
+            self.pause_for_space(exc)
 
     async def resume_watches(self) -> None:
         """Watch every watched folder again, and refresh each once to pick up what changed
@@ -154,7 +167,12 @@ class KnowledgeRuntimeService:
         again; containers waiting on children are reconciled (their leaves re-queue).
         """
         stuck = await self.items.by_status([ItemStatus.PROCESSING, ItemStatus.FAILED])
-        stuck = [i for i in stuck if i.status == ItemStatus.PROCESSING or i.error == SHUTDOWN_MESSAGE]
+        stuck = [
+            i for i in stuck
+            if (i.status == ItemStatus.PROCESSING or i.error == SHUTDOWN_MESSAGE
+                or (i.error or "").startswith(DISK_FULL_PREFIX))
+            and not self.queue.is_active(i.id)
+        ]
         usable = {b.id: b for b in await self.bases.list_all() if b.is_usable}
         requeued: list[str] = []
         waiting_containers: list[KnowledgeItem] = []
@@ -207,6 +225,8 @@ class KnowledgeRuntimeService:
         if self._closed:
             return
         self._closed = True
+        if self._space_watch is not None:
+            self._space_watch.cancel()
         await self.watcher.close()
         running = list(self.queue._running)
         dropped = await self.queue.close()
@@ -215,10 +235,14 @@ class KnowledgeRuntimeService:
         if unfinished:
             existing = [i for i in await self.items.get_many(unfinished) if i.status == ItemStatus.PROCESSING]
             if existing:
-                changed = await self.items.set_status_many(
-                    [i.id for i in existing], ItemStatus.FAILED, None, SHUTDOWN_MESSAGE
-                )
-                self.bus.publish_all([self._changed(i) for i in changed])
+                try:
+                    changed = await self.items.set_status_many(
+                        [i.id for i in existing], ItemStatus.FAILED, None, SHUTDOWN_MESSAGE
+                    )
+                except DiskFullError as exc:  # left `processing`: the next open re-queues them anyway
+                    log.warning("could not mark unfinished work at shutdown: %s", exc)
+                else:
+                    self.bus.publish_all([self._changed(i) for i in changed])
         if self._stats_handle is not None:
             self._stats_handle.cancel()
         await self.fetcher.aclose()
@@ -277,6 +301,79 @@ class KnowledgeRuntimeService:
 
     async def wait_idle(self, base_id: str | None = None) -> None:
         await self.queue.wait_idle(base_id)
+
+    # --- a full disk ------------------------------------------------------
+
+    def pause_for_space(self, exc: DiskFullError) -> None:
+        """Stop starting work (the running items fail with the cause, the pending ones wait)
+        and look for free space every `space_probe_interval` seconds; once there is some,
+        resume and retry what the full disk failed."""
+        if self._closed or self.queue.paused is not None:
+            return
+        log.warning("queue paused: %s", exc)
+        self._release_reserve()  # room for recording the failures
+        self.queue.pause(str(exc))
+        self._space_watch = asyncio.get_running_loop().create_task(self._wait_for_space())
+
+    async def _wait_for_space(self) -> None:
+        try:
+            while not self._closed:
+                await asyncio.sleep(self.space_probe_interval)
+                if await asyncio.to_thread(self._space_is_back):
+                    break
+            if self._closed:
+                return
+            self.queue.resume()
+            await self.recover()  # the items the full disk failed (or left processing) run again
+        except asyncio.CancelledError:
+            raise
+        except DiskFullError as exc:  # filled up again while recovering
+            self._space_watch = None
+            self.queue.resume()
+            self.pause_for_space(exc)
+        except Exception:
+            log.exception("could not resume after the disk was full")
+        finally:
+            if self._space_watch is asyncio.current_task():
+                self._space_watch = None
+
+    def _space_is_back(self) -> bool:
+        """Free space above the floor and the reserve could be written again (statvfs
+        alone lies on quota'd and compressed file systems)."""
+        space = free_bytes(self.settings.data_dir)
+        if space is not None and space < 2 * LOW_SPACE_BYTES:
+            return False
+        return self._make_reserve()
+
+    @property
+    def _reserve_path(self) -> Path:
+        return Path(self.settings.data_dir) / RESERVE_FILENAME
+
+    def _make_reserve(self) -> bool:
+        """Keep LOW_SPACE_BYTES of the disk in a file of our own. When the disk fills, the
+        file is deleted first, so that the failures themselves (status rows, the error
+        text) can still be written and nothing is left `processing` without a word."""
+        path = self._reserve_path
+        try:
+            if path.is_file() and path.stat().st_size >= LOW_SPACE_BYTES:
+                return True
+            with open(path, "wb") as fh:
+                fh.write(b"\0" * LOW_SPACE_BYTES)
+                fh.flush()
+                os.fsync(fh.fileno())
+            return True
+        except OSError:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            return False
+
+    def _release_reserve(self) -> None:
+        try:
+            self._reserve_path.unlink()
+        except OSError:
+            pass
 
     def lock(self, base_id: str) -> asyncio.Lock:
         """The per-base write lock: vector writes and their status writes of one base are
@@ -464,6 +561,8 @@ class KnowledgeRuntimeService:
                 await settle()
             if not isinstance(exc, (KnowledgeError, OSError)):
                 log.exception("%s %s failed unexpectedly", verb, item.source)
+            if isinstance(exc, DiskFullError):
+                self.pause_for_space(exc)
             await self._fail(base, item, describe_error(exc), remove_vectors=remove_vectors)
             return False
 
@@ -582,6 +681,7 @@ class KnowledgeRuntimeService:
             failed=self.queue.failed,
             chunks_per_second=round(self.chunks_per_second(), 1),
             chunks=self._chunks_total,
+            paused=self.queue.paused,
         )
 
     def _queue_changed(self) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 
 from ktui.core.errors import StoreError
 from ktui.core.models import Chunk, ChunkRecord
+from ktui.core.storage_faults import rollback_quietly, storage_error
 
 from ktui.core.search.keyword import FTS_TOKENIZER, fts_match_expression
 from ktui.core.search.fusion import RRF_K, reciprocal_rank_fusion
@@ -313,7 +314,7 @@ class BaseStore:
                 generation = self._bump_generation()
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                rollback_quietly(con)
                 raise
             arr = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
             self._apply(index_, old, np.asarray(new, np.int64), arr, generation)
@@ -345,7 +346,7 @@ class BaseStore:
                 generation = self._bump_generation()
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                rollback_quietly(con)
                 raise
             self._apply(
                 index_,
@@ -374,7 +375,7 @@ class BaseStore:
                 generation = self._bump_generation()
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                rollback_quietly(con)
                 raise
             self._apply(
                 index_,
@@ -604,7 +605,12 @@ class BaseStore:
         self._check_open()
         try:
             yield
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
+            fault = storage_error(exc, self.path)
+            if fault is not None:
+                raise fault from exc
+            if isinstance(exc, OSError):
+                raise
             raise StoreError(
                 f"Vector store file {self.path}: could not {action}: {exc}"
             ) from exc

@@ -155,7 +155,7 @@ def test_base_and_item_workflow(ktui):
     assert "items: " in line and single["id"] in line and docs_id in line and "name one by its id" in line
     reindexed = ktui.json("reindex", "Notes", single["id"][-8:], "--wait")
     assert [i["id"] for i in reindexed["items"]] == [single["id"]]
-    assert reindexed["wait"] == {"total": 1, "completed": 1, "failed": []}
+    assert reindexed["wait"] == {"total": 1, "completed": 1, "unfinished": 0, "paused": None, "failed": []}
 
     removed = ktui.json("rm", "Notes", "single.txt", "docs")
     assert len(removed["removed"]) == 2
