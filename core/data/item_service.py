@@ -512,10 +512,12 @@ def _reconcile_up(
     changed: list[KnowledgeItem] = []
     while container_id is not None:
         row = conn.execute(
+            # EXISTS, not count(*): the rule needs only "any", and a count would read every
+            # active child of a 100,000-file folder after each of its files finished
             """SELECT k.status, k.phase, k.error, k.group_id,
-                 (SELECT count(*) FROM knowledge_item c
+                 EXISTS (SELECT 1 FROM knowledge_item c
                    WHERE c.group_id = k.id AND c.status IN ('idle', 'processing')) AS active,
-                 (SELECT count(*) FROM knowledge_item c
+                 EXISTS (SELECT 1 FROM knowledge_item c
                    WHERE c.group_id = k.id AND c.status = 'failed') AS failed
                FROM knowledge_item k WHERE k.id = ?""",
             (container_id,),

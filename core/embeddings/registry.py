@@ -67,6 +67,7 @@ class EmbeddingService:
         )
         self._embedders: dict[str, EmbeddingProvider] = {}
         self._coalescers: dict[tuple[str, str], Coalescer] = {}
+        self._in_flight: dict[bytes, asyncio.Future[np.ndarray]] = {}  # cache key -> its fetch in progress
         self._rerankers: dict[str, RerankProvider] = {}
 
     # --- ids ----------------------------------------------------------------
@@ -174,6 +175,11 @@ class EmbeddingService:
 
     # --- embedding ----------------------------------------------------------
 
+    @property
+    def fetching(self) -> int:
+        """Texts being fetched from a provider right now (a figure for tests and benchmarks)."""
+        return len(self._in_flight)
+
     async def embed(self, model_id: str, texts: list[str], *, dimensions: int | None = None,
                     on_progress: ProgressFn | None = None) -> np.ndarray:
         """`(len(texts), d)` float32 vectors, row i for texts[i].
@@ -212,35 +218,8 @@ class EmbeddingService:
                 pending_count[k] += 1
 
         if missing:
-            items = list(missing.items())
-            size = self._batch_size(config)
-            batches = [items[i : i + size] for i in range(0, len(items), size)]
-
-            async def run(batch: list[tuple[bytes, str]]) -> list[tuple[bytes, np.ndarray]]:
-                matrix = await self._coalescer(config, model, provider).embed([sendable(t) for _, t in batch])
-                if matrix.shape[0] != len(batch):
-                    raise EmbeddingShapeError(
-                        f"{where} answered {matrix.shape[0]} vectors for {len(batch)} inputs (wrong shape)."
-                    )
-                check_width(matrix, dimensions, where)
-                pairs = [(k, matrix[i].copy()) for i, (k, _) in enumerate(batch)]
-                await self.cache.put_many(pairs)
-                return pairs
-
-            tasks = [asyncio.ensure_future(run(b)) for b in batches]
-            try:
-                for fut in asyncio.as_completed(tasks):
-                    pairs = await fut
-                    for k, v in pairs:
-                        found[k] = v
-                        done += pending_count[k]
-                    if on_progress is not None:
-                        on_progress(done, total)
-            finally:
-                for t in tasks:
-                    if not t.done():
-                        t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            done = await self._fetch(config, model, provider, missing, found, pending_count, done, total,
+                                     dimensions, where, on_progress)
         elif on_progress is not None:
             on_progress(total, total)
 
@@ -254,6 +233,91 @@ class EmbeddingService:
         out = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
         check_width(out, dimensions, where)
         return out
+
+    async def _fetch(self, config: ProviderConfig, model: str, provider: EmbeddingProvider,
+                     missing: dict[bytes, str], found: dict[bytes, np.ndarray], pending_count: dict[bytes, int],
+                     done: int, total: int, dimensions: int | None, where: str,
+                     on_progress: ProgressFn | None) -> int:
+        """Get the `missing` vectors into `found`; returns the new `done` count.
+
+        Texts another caller is already fetching (an embed-ahead of the file this
+        task is about to index) are joined, not sent twice ("single flight"); if
+        that fetch fails or is called off, they are sent again, by this caller.
+        """
+        joined = {k: f for k in missing if (f := self._in_flight.get(k)) is not None}
+        own = [(k, t) for k, t in missing.items() if k not in joined]
+        size = self._batch_size(config)
+        batches = [own[i : i + size] for i in range(0, len(own), size)]
+
+        async def run(batch: list[tuple[bytes, str]]) -> list[tuple[bytes, np.ndarray]]:
+            futures = []
+            for k, _ in batch:
+                future = asyncio.get_running_loop().create_future()
+                self._in_flight[k] = future
+                futures.append(future)
+            try:
+                matrix = await self._coalescer(config, model, provider).embed([sendable(t) for _, t in batch])
+                if matrix.shape[0] != len(batch):
+                    raise EmbeddingShapeError(
+                        f"{where} answered {matrix.shape[0]} vectors for {len(batch)} inputs (wrong shape)."
+                    )
+                check_width(matrix, dimensions, where)
+                pairs = [(k, matrix[i].copy()) for i, (k, _) in enumerate(batch)]
+                await self.cache.put_many(pairs)
+            except BaseException as exc:
+                for (k, _), future in zip(batch, futures, strict=True):
+                    if self._in_flight.get(k) is future:
+                        del self._in_flight[k]
+                    if not future.done():
+                        future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
+                        future.exception()  # nobody may be waiting: not an unretrieved error
+                raise
+            for (k, vector), future in zip(pairs, futures, strict=True):
+                if self._in_flight.get(k) is future:
+                    del self._in_flight[k]
+                future.set_result(vector)
+            return pairs
+
+        async def join(key: bytes, future: asyncio.Future[np.ndarray]) -> list[tuple[bytes, np.ndarray]]:
+            try:
+                # shielded: this caller being cancelled must not call off the other caller's fetch
+                return [(key, await asyncio.shield(future))]
+            except asyncio.CancelledError:
+                raise  # the futures are failed, never cancelled: this caller was cancelled
+            except Exception:
+                return await run([(key, missing[key])])  # the joined fetch failed: send it ourselves
+
+        tasks = [asyncio.ensure_future(run(b)) for b in batches]
+        tasks += [asyncio.ensure_future(join(k, f)) for k, f in joined.items()]
+        try:
+            for fut in asyncio.as_completed(tasks):
+                pairs = await fut
+                for k, v in pairs:
+                    found[k] = v
+                    done += pending_count[k]
+                if on_progress is not None:
+                    on_progress(done, total)
+        finally:
+            for t in tasks:
+                if not t.done():
+                    t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return done
+
+    async def embed_ahead(self, model_id: str, texts: list[str], *, dimensions: int | None = None) -> None:
+        """Embed `texts` into the cache now, for a caller that will ask for them soon.
+
+        Indexing calls this for the files read ahead: they share full requests (up to
+        the provider's batch size) however few files run at once, and the task that
+        later indexes the file finds its vectors in the cache or joins the fetch.
+        Errors are left to that task to meet and report.
+        """
+        try:
+            await self.embed(model_id, texts, dimensions=dimensions)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the indexing task reports it
+            log.debug("embed-ahead failed: %s", exc)
 
     async def embed_query(self, model_id: str, text: str, *, dimensions: int | None = None) -> np.ndarray:
         """One text's vector, `(d,)`."""

@@ -18,6 +18,16 @@ way. A read that failed on a file that has not changed (a parser timeout, a cras
 unreadable content) fails the task with that error at once: reading it again
 would only fail again, after another timeout.
 
+Embed-ahead: the files are read ahead in groups (the window refills when it is
+half empty), and once a group is read its chunk texts are embedded into the
+cache in one call (`EmbeddingService.embed_ahead`). With `depth` files ahead (at
+least a provider batch of them, whatever `concurrency` is) the embedding requests
+fill up to the provider's batch size across files, instead of carrying the few
+texts of the five files that happen to run at once; the task
+that later indexes the file finds its vectors in the cache, or joins the
+request still in flight. Content-keyed, so a file that changed meanwhile only
+leaves an unused cache entry behind.
+
 Read-ahead never changes an item's status, and it only runs with worker processes
 (`ingest.parse_workers` >= 1), whose time it would otherwise waste. The stat calls
 run on the event loop: they are microseconds on a file that was just read.
@@ -28,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +54,7 @@ log = logging.getLogger(__name__)
 
 Parsed = tuple[list[Chunk], FileItemData]
 Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
+EmbedAhead = Callable[[KnowledgeBase, list[str]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -56,12 +68,13 @@ class _Ahead:
 
 class ReadAhead:
     def __init__(self, queue: TaskQueue, items: KnowledgeItemService, parse_pool: ParsePool,
-                 settings: IngestSettings, depth: int):
+                 settings: IngestSettings, depth: int, embed_ahead: EmbedAhead | None = None):
         self.queue = queue
         self.items = items
         self.parse_pool = parse_pool
         self.settings = settings
         self.depth = depth
+        self.embed_ahead = embed_ahead
         self._ahead: dict[str, _Ahead] = {}  # item id -> its read in progress or done
         self._loading: set[str] = set()  # item ids whose rows are being fetched
         self._tasks: set[asyncio.Task[object]] = set()  # every background task, until it ends
@@ -79,10 +92,13 @@ class ReadAhead:
             return
         for item_id in [i for i in self._ahead if not self.queue.is_active(i)]:
             del self._ahead[item_id]  # dropped from the queue: its read is left to finish unused
+        ahead = len(self._ahead) + len(self._loading)
+        if ahead > self.depth // 2:
+            return  # refill in halves: each group of reads shares embedding requests
         wanted = [
             i for i in self.queue.next_pending(TaskKind.INDEX_LEAF, base.id, self.depth)
             if i not in self._ahead and i not in self._loading
-        ]
+        ][: self.depth - ahead]
         if wanted:
             self._loading.update(wanted)
             self._spawn(self._start(base, wanted))
@@ -106,6 +122,7 @@ class ReadAhead:
             return
         finally:
             self._loading.difference_update(item_ids)
+        reads: list[asyncio.Task[Parsed]] = []
         for item in items:
             if not self.enabled or not isinstance(item.data, FileItemData) or not self.queue.is_pending(item.id):
                 continue
@@ -117,6 +134,17 @@ class ReadAhead:
                 item.data, item.id, self.settings, base.chunk_size, base.chunk_overlap,
             ))
             self._ahead[item.id] = _Ahead(item.data.path, base.chunk_size, base.chunk_overlap, stamp, task)
+            reads.append(task)
+        if reads and self.embed_ahead is not None:
+            self._spawn(self._embed_when_read(base, reads))
+
+    async def _embed_when_read(self, base: KnowledgeBase, reads: list[asyncio.Task[Parsed]]) -> None:
+        """Embed a group's chunks in one call, once the group is read: its texts share requests."""
+        assert self.embed_ahead is not None
+        results = await asyncio.gather(*(asyncio.shield(r) for r in reads), return_exceptions=True)
+        texts = [c.text for r in results if not isinstance(r, BaseException) for c in r[0]]
+        if texts and not self._closed:  # failed reads are left to their tasks to report
+            await self.embed_ahead(base, texts)
 
     async def take(self, item: KnowledgeItem, base: KnowledgeBase) -> Parsed | None:
         """The chunks read ahead for `item`, or None when there are none it may use."""

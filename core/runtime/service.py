@@ -67,6 +67,7 @@ RESERVE_FILENAME = ".space-reserve"  # see KnowledgeRuntimeService._make_reserve
 SPACE_PROBE_S = 1.0  # how often a queue paused by a full disk looks for free space again
 RATE_WINDOW_S = 5.0
 STATS_INTERVAL_S = 0.2
+READ_AHEAD_FILES = 64  # files read (and embedded) ahead: a provider batch, whatever `concurrency` is
 
 
 def describe_error(exc: BaseException) -> str:
@@ -106,7 +107,10 @@ class KnowledgeRuntimeService:
         self._closed = False
         self.watcher = FolderWatcher(self.request_refresh)
         self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout)
-        self.read_ahead = ReadAhead(self.queue, items, self.parse_pool, settings.ingest, depth=settings.concurrency)
+        self.read_ahead = ReadAhead(
+            self.queue, items, self.parse_pool, settings.ingest,
+            depth=max(settings.concurrency, READ_AHEAD_FILES), embed_ahead=self._embed_ahead,
+        )
         self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
         self._chunk_writes: dict[str, GroupCommit[_PendingWrite]] = {}  # base id -> leaves waiting to be stored
         self._phase_writes: GroupCommit[_PhaseWrite] = GroupCommit(self._commit_phases)
@@ -655,6 +659,11 @@ class KnowledgeRuntimeService:
 
     def publish_changes(self, items: Iterable[KnowledgeItem]) -> None:
         self.bus.publish_all([self._changed(i) for i in items])
+
+    async def _embed_ahead(self, base: KnowledgeBase, texts: list[str]) -> None:
+        """Vectors of a file read ahead, into the cache (see read_ahead.py)."""
+        if base.embedding_model_id is not None:
+            await self.embeddings.embed_ahead(base.embedding_model_id, texts, dimensions=base.dimensions)
 
     # --- figures ----------------------------------------------------------
 

@@ -56,6 +56,7 @@ _STATE_FIELDS = (
     "_rows",
     "_dead",
     "_i8_crc",
+    "_rows_crc",
     "_fds",
     "_map",
     "_mapped_rows",
@@ -181,6 +182,9 @@ class VectorIndex:
         self._rows = np.empty(0, ROW_DTYPE)
         self._dead = np.empty(0, np.int64)
         self._i8_crc = 0
+        # crc of the row records, kept up to date on appends (an O(n) recount at every
+        # commit made each write cost more the bigger the base); None = recount once
+        self._rows_crc: int | None = 0
         self._fds: dict[str, int] = {}
         self._map: np.ndarray | None = None
         self._mapped_rows = 0
@@ -303,6 +307,7 @@ class VectorIndex:
             index._dead = dead.astype(np.int64)
         index._n, index._live = n, live
         index._i8_crc = i8_crc
+        index._rows_crc = rows_crc if n else 0
         index.generation = generation
         index._open_fds()
         index._verify_sample(fetch_raw)
@@ -384,6 +389,7 @@ class VectorIndex:
         if not len(pos):
             return 0
         flags[pos] |= FLAG_DEAD
+        self._rows_crc = None  # flags changed in place: recounted at the next header write
         # One write covering the touched span (an item's rows are usually adjacent).
         lo, hi = int(pos.min()), int(pos.max()) + 1
         _pwrite_all(
@@ -430,6 +436,7 @@ class VectorIndex:
         fresh._rows["flags"][:m] = 0
         fresh._n = fresh._live = m
         fresh._i8_crc = _crc(fresh._i8[:m])
+        fresh._rows_crc = None
         fresh.generation = self.generation
         tmp = self.files.tmp()
         fds = {
@@ -502,6 +509,8 @@ class VectorIndex:
         self._scales[n : n + m] = scales
         self._rows[n : n + m] = rows
         self._i8_crc = _crc(q, self._i8_crc)
+        if self._rows_crc is not None:
+            self._rows_crc = _crc(rows, self._rows_crc)
         self._n += m
         self._live += m
 
@@ -518,6 +527,8 @@ class VectorIndex:
         self._i8, self._scales, self._rows = i8, scales, rows
 
     def _write_header(self) -> None:
+        if self._rows_crc is None:
+            self._rows_crc = _crc(self._rows[: self._n])
         body = _HEADER.pack(
             MAGIC,
             FORMAT_VERSION,
@@ -527,7 +538,7 @@ class VectorIndex:
             self.generation,
             self.store_uuid.encode("ascii")[:32].ljust(32, b"\0"),
             self._i8_crc,
-            _crc(self._rows[: self._n]),
+            self._rows_crc,
         )
         _pwrite_all(self._fds["f32"], body + struct.pack("<I", zlib.crc32(body)), 0)
 
