@@ -284,7 +284,7 @@ class _Parser:
     def fail(self, key: str, message: str) -> ConfigError:
         return ConfigError(message, file=self.file, key=key)
 
-    def string(self, raw: dict, key: str, default: str | None, *, prefix: str = "") -> Any:
+    def string(self, raw: dict[str, Any], key: str, default: str | None, *, prefix: str = "") -> Any:
         if key not in raw:
             return default
         value = raw[key]
@@ -292,7 +292,7 @@ class _Parser:
             raise self.fail(prefix + key, "must be a non-empty string")
         return value.strip()
 
-    def integer(self, raw: dict, key: str, default: int, *, minimum: int | None = None,
+    def integer(self, raw: dict[str, Any], key: str, default: int, *, minimum: int | None = None,
                 maximum: int | None = None, prefix: str = "") -> int:
         if key not in raw:
             return default
@@ -305,7 +305,7 @@ class _Parser:
             raise self.fail(prefix + key, f"must be at most {maximum}")
         return value
 
-    def number(self, raw: dict, key: str, default: float, *, minimum: float, prefix: str = "") -> float:
+    def number(self, raw: dict[str, Any], key: str, default: float, *, minimum: float, prefix: str = "") -> float:
         if key not in raw:
             return default
         value = raw[key]
@@ -315,20 +315,20 @@ class _Parser:
             raise self.fail(prefix + key, f"must be at least {minimum}")
         return float(value)
 
-    def boolean(self, raw: dict, key: str, default: bool, *, prefix: str = "") -> bool:
+    def boolean(self, raw: dict[str, Any], key: str, default: bool, *, prefix: str = "") -> bool:
         if key not in raw:
             return default
         if not isinstance(raw[key], bool):
             raise self.fail(prefix + key, "must be true or false")
-        return raw[key]
+        return bool(raw[key])
 
-    def strings(self, raw: dict, key: str, *, prefix: str = "") -> tuple[str, ...]:
+    def strings(self, raw: dict[str, Any], key: str, *, prefix: str = "") -> tuple[str, ...]:
         value = raw.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             raise self.fail(prefix + key, "must be a list of non-empty strings")
         return tuple(v.strip() for v in value)
 
-    def section(self, raw: dict, name: str, cls: type, spec: dict[str, tuple[str, Any]]) -> Any:
+    def section(self, raw: dict[str, Any], name: str, cls: type, spec: dict[str, tuple[str, Any]]) -> Any:
         table = raw.get(name, {})
         if not isinstance(table, dict):
             raise self.fail(name, "must be a table")

@@ -97,7 +97,7 @@ def cosine_similarity(a: Any, b: Any) -> float:
         return 0.0
 
 
-def _cosine_many(query: np.ndarray, vectors: list[np.ndarray | None]) -> list[float]:
+def _cosine_many(query: np.ndarray, vectors: Sequence[np.ndarray | None]) -> list[float]:
     """Cosine of `query` against each vector (None -> 0.0); vectorised when widths agree."""
     width = query.shape[0]
     rows = [i for i, v in enumerate(vectors) if v is not None and v.shape == (width,)]
@@ -333,7 +333,8 @@ class ServiceEmbedder:
         self.cache_namespace = model_id
 
     async def __call__(self, texts: list[str]) -> np.ndarray:
-        return await self.service.embed(self.model_id, texts, dimensions=self.dimensions)
+        vectors: np.ndarray = await self.service.embed(self.model_id, texts, dimensions=self.dimensions)
+        return vectors
 
 
 def service_embedder(service: Any, model_id: str, *, dimensions: int | None = None) -> ServiceEmbedder:

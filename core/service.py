@@ -169,7 +169,7 @@ class KnowledgeService:
     # --- data API (read / patch only) --------------------------------------
 
     async def list_bases(self, page: Any = 1, limit: Any = 20) -> Page[KnowledgeBase]:
-        return await self._bases.list(page, limit)
+        return await self._bases.list_page(page, limit)
 
     async def get_base(self, base_id: Any) -> KnowledgeBase:
         return await self._bases.get(base_id)
@@ -184,7 +184,7 @@ class KnowledgeService:
     async def list_items(
         self, base_id: Any, type: Any = None, group_id: Any = ROOT, page: Any = 1, limit: Any = 20
     ) -> Page[KnowledgeItem]:
-        return await self._items.list(base_id, type=type, group_id=group_id, page=page, limit=limit)
+        return await self._items.list_page(base_id, type=type, group_id=group_id, page=page, limit=limit)
 
     async def get_item(self, item_id: Any) -> KnowledgeItem:
         return await self._items.get(item_id)

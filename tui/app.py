@@ -35,7 +35,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Footer, Input, Label, OptionList, Select
 
-from ktui.core.config import Settings
+from ktui.core import Settings
 from ktui.core.errors import KnowledgeError
 from ktui.core.models import (
     BaseChanged,
@@ -62,7 +62,6 @@ from ktui.tui.widgets.bases_pane import BasesPane
 from ktui.tui.widgets.item_tree import ItemTree
 from ktui.tui.widgets.search_pane import SearchPane, short_source
 from ktui.tui.widgets.status_line import StatusLine
-
 
 REFRESH_HZ = 15
 DEMO_BASE_NAME = "ktui demo"
@@ -642,6 +641,6 @@ def run_app(settings: Settings, *, demo: bool = False) -> int:
 __all__ = ["KtuiApp", "demo_corpus_dir", "run_app"]
 
 if __name__ == "__main__":  # pragma: no cover - `python -m tui.app` for development
-    from ktui.core.config import load_settings
+    from ktui.core import load_settings
 
     sys.exit(run_app(load_settings(), demo="--demo" in sys.argv))

@@ -1,7 +1,7 @@
 """`ktui`: the TUI (no sub-command) and headless sub-commands over the same facade.
 
 Start-up is kept short for scripts: this module imports only the standard
-library and `core.config`; the service (numpy, httpx, SQLite) is imported by
+library and the settings loader (`ktui.core.load_settings`); the service (numpy, httpx, SQLite) is imported by
 the command that needs it, and textual only by the TUI itself.
 
 Exit codes: 0 success, 1 failure (including items that failed during --wait),
@@ -248,7 +248,7 @@ def _silence_stdout() -> None:
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from ktui.core.config import load_settings
+    from ktui.core import load_settings
 
     for option, value in (("--data-dir", args.data_dir), ("--config", args.config)):
         if value is not None and not str(value).strip():

@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from ktui.core.config import Settings
+from ktui.core import Settings
 from ktui.core.errors import ValidationError
 from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus, KnowledgeBase, KnowledgeItem
 from ktui.tui.cli_progress import Progress, WaitOutcome, follow

@@ -152,7 +152,7 @@ class KnowledgeBaseService:
             raise NotFoundError("Knowledge base", base_id)
         return base_from_row(rows[0])
 
-    async def list(self, page: Any = 1, limit: Any = 20) -> Page[KnowledgeBase]:
+    async def list_page(self, page: Any = 1, limit: Any = 20) -> Page[KnowledgeBase]:
         page, limit = require_page(page, limit)
         async with self._db.read() as conn:
             async with conn.execute("SELECT count(*) FROM knowledge_base") as cur:

@@ -174,7 +174,7 @@ class KnowledgeItemService:
         async with self._db.read() as conn:
             return await self._get_many(conn, list(item_ids))
 
-    async def list(
+    async def list_page(
         self, base_id: Any, *, type: Any = None, group_id: Any = None, page: Any = 1, limit: Any = 20
     ) -> Page[KnowledgeItem]:
         """Newest first. `group_id=None` lists roots, a container id its children,

@@ -70,7 +70,8 @@ def data_from_json(item_type: ItemType, raw: str) -> ItemData:
     cls = ITEM_DATA_CLASSES[item_type]
     payload = json.loads(raw)
     known = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in payload.items() if k in known})
+    data: ItemData = cls(**{k: v for k, v in payload.items() if k in known})
+    return data
 
 
 def item_from_row(row: Any) -> KnowledgeItem:

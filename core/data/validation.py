@@ -86,10 +86,10 @@ def require_ids(values: Any, field: str, *, max_count: int = 10_000) -> list[str
     return out
 
 
-def require_name(value: Any, field: str = "name") -> str:
-    if not isinstance(value, str) or not value.strip():
+def require_name(raw: Any, field: str = "name") -> str:
+    if not isinstance(raw, str) or not raw.strip():
         raise ValidationError.field(field, "must be a non-empty string")
-    value = value.strip()
+    value = raw.strip()
     if len(value) > MAX_NAME_CHARS:
         raise ValidationError.field(field, f"must be at most {MAX_NAME_CHARS} characters")
     if any(ord(c) < 32 for c in value):
@@ -329,6 +329,8 @@ def _require_path(value: Any, field: str, *, want_dir: bool) -> str:
 
 def validate_item_input(raw: Any, field: str = "items[0]") -> ValidItem:
     """Check one ItemInput (or a `{"type", "data"}` mapping) and fill `source`."""
+    type_value: object
+    data: object
     if isinstance(raw, ItemInput):
         type_value, data = raw.type, raw.data
     elif isinstance(raw, dict) and set(raw) <= {"type", "data"}:
@@ -336,7 +338,7 @@ def validate_item_input(raw: Any, field: str = "items[0]") -> ValidItem:
     else:
         raise ValidationError.field(field, "must be an ItemInput(type, data)")
     try:
-        item_type = ItemType(type_value)
+        item_type = ItemType(type_value)  # type: ignore[arg-type]  # any raw value; a bad one raises
     except (ValueError, TypeError):
         raise ValidationError.field(
             f"{field}.type", "must be one of file, url, note, directory, sitemap"

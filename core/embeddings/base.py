@@ -39,7 +39,7 @@ class EmbeddingProvider(ABC):
     async def list_models(self) -> list[EmbeddingModelInfo]:
         """The models this provider offers (dimensions filled where cheaply known)."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections."""
 
 
@@ -54,7 +54,7 @@ class RerankProvider(ABC):
                      top_n: int | None = None) -> list[tuple[int, float]]:
         """`(document index, relevance score)` pairs, best first."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections."""
 
 
@@ -143,7 +143,8 @@ def l2_normalise(matrix: np.ndarray) -> np.ndarray:
     """Unit-length rows; zero rows stay zero (never NaN)."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.maximum(norms, 1e-12, out=norms)
-    return (matrix / norms).astype(np.float32, copy=False)
+    unit: np.ndarray = (matrix / norms).astype(np.float32, copy=False)
+    return unit
 
 
 def is_finite_number(x: Any) -> bool:

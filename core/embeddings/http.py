@@ -170,7 +170,7 @@ class ProviderHttp:
         raise err_cls(f"The {self.label} at {url} failed after {attempts} attempt(s): {last}. Next: {hint}.")
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        delay = min(MAX_RETRY_DELAY, self.retry_base_delay * (2 ** attempt))
+        delay: float = min(MAX_RETRY_DELAY, self.retry_base_delay * (2 ** attempt))
         delay *= random.uniform(0.75, 1.25)
         if retry_after is not None:
             delay = max(delay, min(retry_after, MAX_RETRY_DELAY))

@@ -45,8 +45,8 @@ class OllamaProvider(EmbeddingProvider):
         body = await self.http.request_json("GET", join_url(self.http.base_url, "/api/tags"))
         if not isinstance(body, dict) or not isinstance(body.get("models"), list):
             raise ProviderError(f"Ollama at {self.http.base_url} answered /api/tags without a 'models' list.")
-        names = [m.get("name") or m.get("model") for m in body["models"] if isinstance(m, dict)]
-        names = [n for n in names if isinstance(n, str) and n]
+        listed = [m.get("name") or m.get("model") for m in body["models"] if isinstance(m, dict)]
+        names: list[str] = [n for n in listed if isinstance(n, str) and n]
         shown = await asyncio.gather(*(self._show(n) for n in names), return_exceptions=True)
         out: list[EmbeddingModelInfo] = []
         for name, info in zip(names, shown, strict=True):

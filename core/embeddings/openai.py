@@ -78,7 +78,7 @@ class OpenAIProvider(EmbeddingProvider):
                     f"The server at {self.http.base_url} cannot list its models; "
                     f"list them in providers.{self.name}.models"
                 )
-            names = [d.get("id") for d in data if isinstance(d, dict) and isinstance(d.get("id"), str)]
+            names = [d["id"] for d in data if isinstance(d, dict) and isinstance(d.get("id"), str)]
         return [EmbeddingModelInfo(model_id(self.name, n), self.name, n, self.config.dimensions) for n in names]
 
     async def aclose(self) -> None:

@@ -321,7 +321,8 @@ class EmbeddingService:
 
     async def embed_query(self, model_id: str, text: str, *, dimensions: int | None = None) -> np.ndarray:
         """One text's vector, `(d,)`."""
-        return (await self.embed(model_id, [text], dimensions=dimensions))[0]
+        row: np.ndarray = (await self.embed(model_id, [text], dimensions=dimensions))[0]
+        return row
 
     async def detect_dimensions(self, model_id: str) -> int:
         """Embed a probe text (bypassing the cache) and return the vector width."""

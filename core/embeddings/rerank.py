@@ -33,7 +33,7 @@ def _pairs(results: object, n_docs: int, where: str, score_key: str) -> list[tup
         index, score = r.get("index"), r.get(score_key)
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n_docs or index in seen:
             raise EmbeddingShapeError(f"{where} answered an invalid document index {index!r} for {n_docs} documents.")
-        if not is_finite_number(score):
+        if not is_finite_number(score) or not isinstance(score, (int, float)):
             raise EmbeddingShapeError(f"{where} answered a non-numeric {score_key} {score!r}.")
         seen.add(index)
         out.append((index, float(score)))

@@ -63,7 +63,7 @@ class DirectoryListing:
         return len(self.files) + sum(sub.file_count for sub in self.subdirs)
 
 
-def _gitwild(patterns: tuple[str, ...]) -> pathspec.PathSpec | None:
+def _gitwild(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec | None:
     return pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
 
 

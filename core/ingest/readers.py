@@ -71,7 +71,7 @@ _PARSERS: dict[str, Parser] = {
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_PARSERS)
 """Lower-case extensions, with the dot, that a reader supports."""
 
-_KIND_NAMES = {
+_KIND_NAMES: dict[Parser, str] = {
     pdf.parse_pdf: "PDF",
     office.parse_docx: "DOCX",
     office.parse_pptx: "PPTX",
@@ -213,10 +213,17 @@ def parse_fetched(resource: FetchedResource, source: str) -> list[Document]:
         raise IngestError(f"Unsupported content type {resource.content_type or '(none)'}: {label}")
     if not resource.body:
         raise IngestError(f"Empty response body: {label}")
+    def html_with_base(d: bytes, s: str, lb: str) -> list[Document]:
+        return html.parse_html(d, s, lb, resource.charset, resource.url)
+
+    def text_with_charset(d: bytes, s: str, lb: str) -> list[Document]:
+        return parser(d, s, lb, resource.charset)  # type: ignore[call-arg]
+
+    call: Parser
     if parser is html.parse_html:
-        call: Parser = lambda d, s, lb: html.parse_html(d, s, lb, resource.charset, resource.url)
+        call = html_with_base
     elif parser in (text.parse_plain, text.parse_markdown, text.parse_json):
-        call = lambda d, s, lb: parser(d, s, lb, resource.charset)  # type: ignore[call-arg]
+        call = text_with_charset
     else:
         call = parser
     docs = _run_parser(call, resource.body, source, label)

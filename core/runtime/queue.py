@@ -18,7 +18,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ktui.core.errors import TaskInterrupted
 
@@ -41,7 +41,7 @@ class InterruptReason(StrEnum):
 @dataclass
 class InterruptToken:
     reason: InterruptReason | None = None
-    _steps: set[asyncio.Future[object]] = field(default_factory=set, repr=False)  # long steps running now
+    _steps: set[asyncio.Future[Any]] = field(default_factory=set, repr=False)  # long steps running now
 
     def interrupt(self, reason: InterruptReason) -> None:
         if self.reason is None:

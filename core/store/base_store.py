@@ -454,7 +454,7 @@ class BaseStore:
         ids = self._ids_for_seqs(seqs.tolist())
         return [
             (ids[s], float(sc))
-            for s, sc in zip(seqs.tolist(), scores.tolist())
+            for s, sc in zip(seqs.tolist(), scores.tolist(), strict=True)
             if s in ids
         ]
 

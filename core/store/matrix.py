@@ -37,7 +37,7 @@ import numpy as np
 try:  # SIMD int8 kernels; the numpy fallback is correct but slower.
     import simsimd as _simsimd
 except ImportError:  # pragma: no cover - simsimd is a declared dependency
-    _simsimd = None
+    _simsimd = None  # type: ignore[assignment]
 
 HEADER_SIZE = 4096
 MAGIC = b"KTUIVEC1"
@@ -131,7 +131,8 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     v = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(v, axis=-1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (v / norms).astype(np.float32, copy=False)
+    unit: np.ndarray = (v / norms).astype(np.float32, copy=False)
+    return unit
 
 
 def quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +151,7 @@ def quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _as_bytes(data: np.ndarray | bytes | memoryview) -> memoryview:
     """A flat byte view (no copy for contiguous arrays; fine for empty ones)."""
     if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))  # type: ignore[arg-type]
     return memoryview(data).cast("B")
 
 
@@ -215,7 +216,8 @@ class VectorIndex:
 
     def live_seqs(self) -> np.ndarray:
         rows = self._rows[: self._n]
-        return rows["seq"][(rows["flags"] & FLAG_DEAD) == 0].copy()
+        live: np.ndarray = rows["seq"][(rows["flags"] & FLAG_DEAD) == 0].copy()
+        return live
 
     # ------------------------------------------------------------ lifecycle
 
@@ -330,7 +332,7 @@ class VectorIndex:
             p.unlink(missing_ok=True)
         fds = {
             k: os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            for k, p in zip(("f32", "i8", "rows"), tmp.all())
+            for k, p in zip(("f32", "i8", "rows"), tmp.all(), strict=True)
         }
         try:
             os.ftruncate(fds["f32"], HEADER_SIZE)
@@ -560,7 +562,7 @@ class VectorIndex:
         self._close_fds()
         self._fds = {
             k: os.open(p, os.O_RDWR)
-            for k, p in zip(("f32", "i8", "rows"), self.files.all())
+            for k, p in zip(("f32", "i8", "rows"), self.files.all(), strict=True)
         }
         self._map = None
         self._mapped_rows = 0
@@ -589,7 +591,7 @@ class VectorIndex:
         raw = fetch_raw(seqs)
         f32 = self._f32_view(self._n)
         assert f32 is not None
-        for p, s in zip(picks_list, seqs):
+        for p, s in zip(picks_list, seqs, strict=True):
             if s not in raw:
                 raise StaleMatrix(f"matrix row for chunk seq {s} has no SQLite row")
             expect = normalise(raw[s][None, :])[0]
@@ -648,4 +650,5 @@ def _top(scores: np.ndarray, m: int) -> np.ndarray:
         idx = np.arange(n)
     else:
         idx = np.argpartition(scores, n - m)[n - m :]
-    return idx[np.isfinite(scores[idx])]
+    finite: np.ndarray = idx[np.isfinite(scores[idx])]
+    return finite

@@ -24,8 +24,8 @@ from textual import events
 from ktui.core.config import ProviderConfig, Settings
 from ktui.core.models import ItemInput
 from ktui.core.service import KnowledgeService
-from tests.support.embedding_server import start_embedding_server
 from ktui.tui.app import KtuiApp
+from tests.support.embedding_server import start_embedding_server
 
 pytestmark = pytest.mark.benchmark
 

@@ -84,7 +84,7 @@ async def test_create_refusals_leave_no_row(bases, kwargs, field):
     with pytest.raises(ValidationError) as exc:
         await bases.create(**args)
     assert only_field(exc) == field
-    assert (await bases.list()).total == 0
+    assert (await bases.list_page()).total == 0
 
 
 async def test_create_failed_base(bases):
@@ -125,23 +125,23 @@ async def test_get_and_delete_unknown_ids(bases):
 async def test_pages_default_to_20_newest_first(bases):
     made = [await make(bases, f"B{i}") for i in range(45)]
     newest_first = [b.id for b in reversed(made)]
-    first = await bases.list()
+    first = await bases.list_page()
     assert (first.total, first.page, first.limit, first.pages) == (45, 1, 20, 3)
     assert [b.id for b in first.items] == newest_first[:20]
-    third = await bases.list(page=3)
+    third = await bases.list_page(page=3)
     assert [b.id for b in third.items] == newest_first[40:]
-    assert (await bases.list(page=4)).items == []
-    everything = await bases.list(limit=100)
+    assert (await bases.list_page(page=4)).items == []
+    everything = await bases.list_page(limit=100)
     assert [b.id for b in everything.items] == newest_first
     assert [b.id for b in await bases.list_all()] == newest_first
 
 
 async def test_limit_is_capped_at_100(bases):
     with pytest.raises(ValidationError) as exc:
-        await bases.list(limit=101)
+        await bases.list_page(limit=101)
     assert only_field(exc) == "limit"
     with pytest.raises(ValidationError):
-        await bases.list(page=0)
+        await bases.list_page(page=0)
 
 
 async def test_rows_created_in_the_same_instant_keep_creation_order(bases, monkeypatch):
@@ -153,7 +153,7 @@ async def test_rows_created_in_the_same_instant_keep_creation_order(bases, monke
     monkeypatch.setattr(dbmod, "_seq", dbmod._seq)
     made = [await make(bases, f"B{i}") for i in range(130)]
     assert len({b.created_at for b in made}) == 1
-    pages = [await bases.list(page=p, limit=50) for p in (1, 2, 3)]
+    pages = [await bases.list_page(page=p, limit=50) for p in (1, 2, 3)]
     listed = [b.id for page in pages for b in page.items]
     assert listed == [b.id for b in reversed(made)]
 
@@ -322,7 +322,7 @@ async def test_deleting_a_group_ungroups_its_bases(bases):
     assert (await bases.get(inside.id)).group_id is None
     assert (await bases.get(moved.id)).group_id is None
     assert (await bases.get(elsewhere.id)).group_id == other.id
-    assert (await bases.list()).total == 3  # the bases stay
+    assert (await bases.list_page()).total == 3  # the bases stay
 
 
 async def test_group_refusals(bases):

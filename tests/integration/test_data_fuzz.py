@@ -465,8 +465,8 @@ def test_fuzz_ids(runner, world):
             lambda: w.bases.rename_group(ident, "x"),
             lambda: w.bases.delete_group(ident),
             lambda: w.items.get(ident),
-            lambda: w.items.list(ident),
-            lambda: w.items.list(w.base.id, group_id=ident),
+            lambda: w.items.list_page(ident),
+            lambda: w.items.list_page(w.base.id, group_id=ident),
             lambda: w.items.collapse_to_roots(w.base.id, [ident]),
             lambda: w.bases.update(w.base.id, {"group_id": ident}),
         ]
@@ -495,9 +495,9 @@ def test_fuzz_pages_and_filters(runner, world):
 
         async def go():
             if which:
-                result = await attempt(w, lambda: w.bases.list(page, limit))
+                result = await attempt(w, lambda: w.bases.list_page(page, limit))
             else:
-                result = await attempt(w, lambda: w.items.list(w.base.id, type=type_, group_id=group_id,
+                result = await attempt(w, lambda: w.items.list_page(w.base.id, type=type_, group_id=group_id,
                                                                page=page, limit=limit))
             if result is not None:
                 assert 1 <= result.limit <= 100 and len(result.items) <= result.limit and result.page >= 1

@@ -153,34 +153,34 @@ async def _mixed(items, base):
 
 async def test_list_items_roots_only_by_default(items, base):
     roots, kids, pages = await _mixed(items, base)
-    page = await items.list(base.id)
+    page = await items.list_page(base.id)
     assert {i.id for i in page.items} == {i.id for i in roots} and page.total == 4
     assert all(i.group_id is None for i in page.items)
 
 
 async def test_list_items_by_group_and_any_group(items, base):
     roots, kids, pages = await _mixed(items, base)
-    children = await items.list(base.id, group_id=roots[1].id)
+    children = await items.list_page(base.id, group_id=roots[1].id)
     assert {i.id for i in children.items} == {i.id for i in kids}
-    everything = await items.list(base.id, group_id=ANY_GROUP)
+    everything = await items.list_page(base.id, group_id=ANY_GROUP)
     assert everything.total == 7
-    assert (await items.list(base.id, group_id="not-a-container")).total == 0
+    assert (await items.list_page(base.id, group_id="not-a-container")).total == 0
 
 
 async def test_list_items_by_type(items, base):
     roots, kids, pages = await _mixed(items, base)
-    assert {i.id for i in (await items.list(base.id, type="note")).items} == {roots[0].id, roots[2].id}
-    assert (await items.list(base.id, type=ItemType.FILE)).total == 0  # files are children here
-    assert (await items.list(base.id, type="file", group_id=ANY_GROUP)).total == 2
-    assert (await items.list(base.id, type="url", group_id=roots[3].id)).items == pages
+    assert {i.id for i in (await items.list_page(base.id, type="note")).items} == {roots[0].id, roots[2].id}
+    assert (await items.list_page(base.id, type=ItemType.FILE)).total == 0  # files are children here
+    assert (await items.list_page(base.id, type="file", group_id=ANY_GROUP)).total == 2
+    assert (await items.list_page(base.id, type="url", group_id=roots[3].id)).items == pages
     with pytest.raises(ValidationError) as exc:
-        await items.list(base.id, type="pdf")
+        await items.list_page(base.id, type="pdf")
     assert "type" in exc.value.errors
 
 
 async def test_list_items_of_unknown_base(items):
     with pytest.raises(NotFoundError):
-        await items.list("ghost")
+        await items.list_page("ghost")
 
 
 async def test_list_items_pages_newest_first_with_ties(items, base, monkeypatch):
@@ -194,13 +194,13 @@ async def test_list_items_pages_newest_first_with_ties(items, base, monkeypatch)
         created += await items.create_roots(base.id, [note(f"{batch}-{i}") for i in range(50)])
     assert len({i.created_at for i in created}) == 1
     newest_first = [i.id for i in reversed(created)]
-    first = await items.list(base.id)
+    first = await items.list_page(base.id)
     assert (first.total, first.limit, first.pages) == (150, 20, 8)
     assert [i.id for i in first.items] == newest_first[:20]
-    listed = [i.id for p in (1, 2) for i in (await items.list(base.id, page=p, limit=100)).items]
+    listed = [i.id for p in (1, 2) for i in (await items.list_page(base.id, page=p, limit=100)).items]
     assert listed == newest_first
     with pytest.raises(ValidationError):
-        await items.list(base.id, limit=101)
+        await items.list_page(base.id, limit=101)
 
 
 async def test_get_unknown_and_malformed_ids(items):

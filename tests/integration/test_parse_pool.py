@@ -17,9 +17,9 @@ def file_data(path) -> FileItemData:
     return FileItemData(path=str(path), source=str(path))
 
 
-async def call(pool: ParsePool, path, settings=IngestSettings()):
+async def call(pool: ParsePool, path, settings: IngestSettings | None = None):
     return await pool.run(str(path), "read_and_chunk_file", read_and_chunk_file,
-                          file_data(path), "item-1", settings, 256, 32)
+                          file_data(path), "item-1", settings or IngestSettings(), 256, 32)
 
 
 async def test_a_worker_process_reads_and_chunks_like_the_thread_path(tmp_path):

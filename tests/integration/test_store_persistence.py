@@ -116,7 +116,7 @@ def test_matrix_from_another_base_is_not_trusted(tmp_path: Path) -> None:
         MatrixFiles.next_to(tmp_path / "a.sqlite"),
         MatrixFiles.next_to(tmp_path / "b.sqlite"),
     )
-    for src, dst in zip(a.all(), b.all()):
+    for src, dst in zip(a.all(), b.all(), strict=True):
         dst.write_bytes(src.read_bytes())
     store = BaseStore.open(tmp_path / "b.sqlite", D)
     store.load_matrix()

@@ -39,7 +39,7 @@ class StoreVsModel(RuleBasedStateMachine):
         vectors = np.random.default_rng(seed).standard_normal((n, D)).astype(np.float32)
         texts = [f"word{seed % 7} w{i} {item}" for i in range(n)]
         ids = self.store.replace_item_chunks(item, [Chunk(t) for t in texts], vectors)
-        self.model[item] = list(zip(ids, vectors, texts))
+        self.model[item] = list(zip(ids, vectors, texts, strict=True))
         if not n:
             del self.model[item]
 
@@ -76,7 +76,7 @@ class StoreVsModel(RuleBasedStateMachine):
             return
         unit = np.stack([v / np.linalg.norm(v) for _, v in rows])
         sims = dict(
-            zip((c for c, _ in rows), (unit @ (q / np.linalg.norm(q))).tolist())
+            zip((c for c, _ in rows), (unit @ (q / np.linalg.norm(q))).tolist(), strict=True)
         )
         expect = sorted(sims.values(), reverse=True)[:k]
         assert len(got) == len(expect)

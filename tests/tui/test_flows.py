@@ -13,8 +13,6 @@ from textual.widgets import DirectoryTree, Input, Switch, TextArea
 
 from ktui.core.models import ANY_GROUP, BaseStatus, ItemInput, ItemStatus
 from ktui.core.transfer import EXPORT_FORMAT
-from tests.support.httpserver import Response, routes, serve
-from tests.tui.conftest import MODEL, until
 from ktui.tui.app import KtuiApp
 from ktui.tui.screens.add_items import AddItemsScreen
 from ktui.tui.screens.base_form import BaseFormScreen
@@ -24,6 +22,8 @@ from ktui.tui.screens.help import HelpScreen
 from ktui.tui.screens.restore import RestoreScreen
 from ktui.tui.screens.similar import SimilarScreen
 from ktui.tui.widgets.item_tree import node_label
+from tests.support.httpserver import Response, routes, serve
+from tests.tui.conftest import MODEL, until
 
 SIZE = (120, 36)
 
@@ -376,8 +376,8 @@ async def test_similar_items_dialog(settings, docs):
 
 
 async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):
-    from tests.tui.conftest import make_settings
     from ktui.tui.app import KtuiCommands
+    from tests.tui.conftest import make_settings
 
     settings = make_settings(tmp_path / "data", embedding_server, keymap={"base.new": "ctrl+n"}, theme="nord")
     app = KtuiApp(settings)

@@ -20,9 +20,9 @@ from textual.widgets import Input, TextArea
 
 from ktui.core.models import ItemInput, ItemPhase, QueueStats
 from ktui.core.transfer import EXPORT_FORMAT
-from tests.tui.conftest import MODEL, until
 from ktui.tui.app import KtuiApp
 from ktui.tui.widgets.status_line import StatusLine
+from tests.tui.conftest import MODEL, until
 
 SIZE = (120, 36)
 SNAPSHOT_DIR = Path(__file__).resolve().parent.parent / "snapshots"

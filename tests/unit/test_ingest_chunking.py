@@ -60,7 +60,7 @@ def test_spans_cover_text_in_order_and_overlap_is_bounded(text: str, sz: tuple[i
     size, overlap = sz
     spans = split_text(text, size, overlap, markdown_aware=md)
     covered = 0  # every non-space character before this offset is in some chunk
-    for prev, span in zip([None, *spans], spans):
+    for prev, span in zip([None, *spans], spans, strict=False):
         assert text[covered : span.own_start].strip() == "", "a gap between chunks lost text"
         if prev is not None:
             assert prev.start < span.start <= span.own_start, "chunks advance"

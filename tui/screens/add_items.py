@@ -99,7 +99,10 @@ class AddItemsScreen(FormDialog):
 
     def build_input(self) -> ItemInput | None:
         tab = self.query_one(TabbedContent).active
-        value = lambda wid: self.query_one(f"#{wid}", Input).value.strip()
+
+        def value(wid: str) -> str:
+            return self.query_one(f"#{wid}", Input).value.strip()
+
         if tab == "file":
             return ItemInput("file", {"path": value("file-path")})
         if tab == "folder":

@@ -104,17 +104,17 @@ def decode_text(data: bytes, label: str, declared: str | None = None) -> str:
             text = None
     if text is None:
         try:
-            text = data.decode("utf-8")
+            utf8 = data.decode("utf-8")
             if _utf8_looks_binary(data):
                 raise binary_error(label)
-            return _normalise_newlines(text)
+            return _normalise_newlines(utf8)
         except UnicodeDecodeError:
             if b"\x00" in data[:_SAMPLE_CHARS]:
                 raise binary_error(label) from None
-            encoding = _detect_encoding(data)
-            if encoding is None:
+            detected = _detect_encoding(data)
+            if detected is None:
                 raise binary_error(label) from None
-            text = data.decode(encoding, errors="replace")
+            text = data.decode(detected, errors="replace")
     if _looks_binary(text):
         raise binary_error(label)
     return _normalise_newlines(text.lstrip("\ufeff"))
