@@ -45,7 +45,7 @@ MIN_KEYWORD_LEN = 3
 _OFF_LOOP_CANDIDATES = 2_000  # above this many, scoring runs in a worker thread
 
 Vector = Sequence[float] | np.ndarray
-Embedder = Callable[[list[str]], Awaitable[Sequence[Vector]]]
+Embedder = Callable[[list[str]], Awaitable[Sequence[Vector] | np.ndarray]]
 """An async callable: texts -> one vector per text (same order)."""
 
 

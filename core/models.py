@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from types import EllipsisType
+from typing import Any, Generic, TypedDict, TypeVar
 
 T = TypeVar("T")
 
 ROOT = None
 """`group_id` value meaning "top level" (roots only) in `list_items`."""
 
-ANY_GROUP: Any = ...
+ANY_GROUP: EllipsisType = ...
 """`group_id` value meaning "any parent" (roots and children) in `list_items`."""
+
+GroupFilter = str | None | EllipsisType
+"""`list_items(group_id=...)`: a container's id, ROOT (top level) or ANY_GROUP."""
 
 
 class ItemType(StrEnum):
@@ -121,6 +125,21 @@ class KnowledgeBase:
     @property
     def top_k(self) -> int:
         return self.document_count if self.document_count is not None else DEFAULT_TOP_K
+
+
+class BaseConfig(TypedDict, total=False):
+    """The optional settings `create_base(name, model, dimensions, **config)` takes
+    (each is validated at run time; the names match KnowledgeBase's fields)."""
+
+    emoji: str
+    group_id: str | None
+    rerank_model_id: str | None
+    chunk_size: int
+    chunk_overlap: int
+    threshold: float | None
+    document_count: int | None
+    search_mode: SearchMode | str
+    hybrid_alpha: float | None
 
 
 DEFAULT_TOP_K = 10

@@ -52,6 +52,7 @@ from ktui.core.models import (
     BaseStatus,
     ChunkRecord,
     DirectoryItemData,
+    FileItemData,
     ItemInput,
     ItemPhase,
     ItemsAdded,
@@ -428,6 +429,7 @@ class KnowledgeOrchestrationService:
             below = {leaf.id for leaf in await self.items.leaves_under([item.id])}
             texts[item.id] = [t for leaf_id in below for t in texts.get(leaf_id, [])]
             leaves = [i for i in leaves if i.id not in below]
+        assert base.embedding_model_id is not None  # require_runnable above
         embedder = service_embedder(self.embeddings, base.embedding_model_id, dimensions=base.dimensions)
         return await rank_similar_items(item, leaves, texts, embedder, top_k=k)
 
@@ -447,9 +449,9 @@ def payload_of(item: KnowledgeItem) -> dict[str, Any]:
         if data.source_url:
             payload["source_url"] = data.source_url
         return payload
-    if item.type in CONTAINER_TYPES and hasattr(data, "watch"):
+    if isinstance(data, DirectoryItemData):
         return {"path": data.path, "watch": data.watch}
-    if hasattr(data, "path"):
+    if isinstance(data, FileItemData):
         return {"path": data.path}
     return {"url": data.url}
 

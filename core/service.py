@@ -8,8 +8,9 @@
 
 Workflow calls go to the orchestration layer (which drives the runtime); the
 read/patch Data API goes straight to the data services and has no vector-store
-side effects. Every argument is validated: bad input raises `ValidationError`
-naming the field, and nothing else.
+side effects. The signatures say what a caller should pass; every argument is
+still validated at run time (JSON, CLI and HTTP callers pass raw values): bad
+input raises `ValidationError` naming the field, and nothing else.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ktui.core.config import Settings, load_settings
 from ktui.core.data.base_service import KnowledgeBaseService
@@ -30,14 +32,19 @@ from ktui.core.lockfile import DataDirLock
 from ktui.core.models import (
     ROOT,
     BaseChanged,
+    BaseConfig,
     ChunkRecord,
+    GroupFilter,
+    ItemInput,
     ItemStatus,
+    ItemType,
     KnowledgeBase,
     KnowledgeGroup,
     KnowledgeItem,
     ModelListing,
     Page,
     QueueStats,
+    SearchMode,
     SearchResponse,
 )
 from ktui.core.orchestration import KnowledgeOrchestrationService
@@ -45,6 +52,12 @@ from ktui.core.runtime.events import EventBus, Subscription
 from ktui.core.runtime.invariants import check_invariants
 from ktui.core.runtime.service import KnowledgeRuntimeService
 from ktui.core.store import StoreManager
+
+if TYPE_CHECKING:
+    from ktui.core.transfer import ImportReport
+
+# What add_items accepts: ItemInput, or its `{"type", "data"}` mapping form (JSON callers).
+ItemInputLike = ItemInput | Mapping[str, Any]
 
 
 class KnowledgeService:
@@ -119,62 +132,70 @@ class KnowledgeService:
     async def __aenter__(self) -> KnowledgeService:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
     # --- workflow (the nine runtime operations) ----------------------------
 
     async def create_base(
-        self, name: Any, embedding_model_id: Any = None, dimensions: Any = None, **config: Any
+        self,
+        name: str,
+        embedding_model_id: str | None = None,
+        dimensions: int | None = None,
+        **config: Unpack[BaseConfig],
     ) -> KnowledgeBase:
         return await self._workflow.create_base(name, embedding_model_id, dimensions, **config)
 
     async def restore_base(
-        self, source_base_id: Any, embedding_model_id: Any, dimensions: Any, name: Any = None
+        self, source_base_id: str, embedding_model_id: str, dimensions: int | None, name: str | None = None
     ) -> KnowledgeBase:
         return await self._workflow.restore_base(source_base_id, embedding_model_id, dimensions, name)
 
-    async def delete_base(self, base_id: Any) -> None:
+    async def delete_base(self, base_id: str) -> None:
         await self._workflow.delete_base(base_id)
 
-    async def add_items(self, base_id: Any, items: Any) -> list[KnowledgeItem]:
+    async def add_items(self, base_id: str, items: Sequence[ItemInputLike]) -> list[KnowledgeItem]:
         """Accept items; returns once their rows exist (indexing continues in the queue)."""
         return await self._workflow.add_items(base_id, items)
 
-    async def delete_items(self, base_id: Any, item_ids: Any) -> None:
+    async def delete_items(self, base_id: str, item_ids: Sequence[str]) -> None:
         await self._workflow.delete_items(base_id, item_ids)
 
-    async def reindex_items(self, base_id: Any, item_ids: Any, *, force: bool = False) -> list[KnowledgeItem]:
+    async def reindex_items(self, base_id: str, item_ids: Sequence[str], *, force: bool = False) -> list[KnowledgeItem]:
         """Index items again; folders refresh incrementally unless `force` rebuilds them."""
         return await self._workflow.reindex_items(base_id, item_ids, force=force)
 
-    async def set_watch(self, base_id: Any, item_id: Any, watch: Any) -> KnowledgeItem:
+    async def set_watch(self, base_id: str, item_id: str, watch: bool) -> KnowledgeItem:
         """Follow a top-level folder item's changes while ktui runs (resumed at every start)."""
         return await self._workflow.set_watch(base_id, item_id, watch)
 
-    async def search(self, base_id: Any, query: Any, top_k: Any = None, *, mode: Any = None) -> SearchResponse:
+    async def search(
+        self, base_id: str, query: str, top_k: int | None = None, *, mode: SearchMode | str | None = None
+    ) -> SearchResponse:
         """Search a base; `mode` overrides the base's search mode for this call."""
         return await self._workflow.search(base_id, query, top_k, mode=mode)
 
-    async def list_item_chunks(self, base_id: Any, item_id: Any) -> list[ChunkRecord]:
+    async def list_item_chunks(self, base_id: str, item_id: str) -> list[ChunkRecord]:
         return await self._workflow.list_item_chunks(base_id, item_id)
 
-    async def delete_item_chunk(self, base_id: Any, item_id: Any, chunk_id: Any) -> None:
+    async def delete_item_chunk(self, base_id: str, item_id: str, chunk_id: str) -> None:
         await self._workflow.delete_item_chunk(base_id, item_id, chunk_id)
 
-    async def similar_items(self, base_id: Any, item_id: Any, top_k: Any = None) -> RankResult[KnowledgeItem]:
+    async def similar_items(self, base_id: str, item_id: str, top_k: int | None = None) -> RankResult[KnowledgeItem]:
         """Items of the base most similar to this one (Knowledge Engine; never fails, may degrade)."""
         return await self._workflow.similar_items(base_id, item_id, top_k)
 
     # --- data API (read / patch only) --------------------------------------
 
-    async def list_bases(self, page: Any = 1, limit: Any = 20) -> Page[KnowledgeBase]:
+    async def list_bases(self, page: int = 1, limit: int = 20) -> Page[KnowledgeBase]:
         return await self._bases.list_page(page, limit)
 
-    async def get_base(self, base_id: Any) -> KnowledgeBase:
+    async def get_base(self, base_id: str) -> KnowledgeBase:
         return await self._bases.get(base_id)
 
-    async def update_base(self, base_id: Any, patch: Any) -> KnowledgeBase:
+    async def update_base(self, base_id: str, patch: Mapping[str, Any]) -> KnowledgeBase:
         if isinstance(patch, Mapping):
             self._embeddings.check_rerank_model(patch.get("rerank_model_id"))
         base = await self._bases.update(base_id, patch)
@@ -182,11 +203,16 @@ class KnowledgeService:
         return base
 
     async def list_items(
-        self, base_id: Any, type: Any = None, group_id: Any = ROOT, page: Any = 1, limit: Any = 20
+        self,
+        base_id: str,
+        type: ItemType | str | None = None,
+        group_id: GroupFilter = ROOT,
+        page: int = 1,
+        limit: int = 20,
     ) -> Page[KnowledgeItem]:
         return await self._items.list_page(base_id, type=type, group_id=group_id, page=page, limit=limit)
 
-    async def get_item(self, item_id: Any) -> KnowledgeItem:
+    async def get_item(self, item_id: str) -> KnowledgeItem:
         return await self._items.get(item_id)
 
     async def statuses_below(self, item_ids: Sequence[str]) -> dict[str, ItemStatus]:
@@ -201,13 +227,13 @@ class KnowledgeService:
 
     # --- groups -------------------------------------------------------------
 
-    async def create_group(self, name: Any) -> KnowledgeGroup:
+    async def create_group(self, name: str) -> KnowledgeGroup:
         return await self._bases.create_group(name)
 
-    async def rename_group(self, group_id: Any, name: Any) -> KnowledgeGroup:
+    async def rename_group(self, group_id: str, name: str) -> KnowledgeGroup:
         return await self._bases.rename_group(group_id, name)
 
-    async def delete_group(self, group_id: Any) -> None:
+    async def delete_group(self, group_id: str) -> None:
         """Delete a group; its bases become ungrouped."""
         await self._bases.delete_group(group_id)
 
@@ -220,7 +246,7 @@ class KnowledgeService:
         """Events from now on; iterate with `async for`, or take batches with `next_batch()`."""
         return self._bus.subscribe()
 
-    async def wait_idle(self, base_id: Any = None, timeout: float | None = None) -> bool:
+    async def wait_idle(self, base_id: str | None = None, timeout: float | None = None) -> bool:
         """Wait until no work is pending or running (for one base, or all). False on timeout."""
         if base_id is not None:
             base_id = require_id(base_id, "base_id")
@@ -240,13 +266,13 @@ class KnowledgeService:
     async def list_embedding_models(self) -> ModelListing:
         return await self._embeddings.list_models()
 
-    async def detect_dimensions(self, embedding_model_id: Any) -> int:
+    async def detect_dimensions(self, embedding_model_id: str) -> int:
         return await self._embeddings.detect_dimensions(require_model_id(embedding_model_id))
 
     # --- transfer -------------------------------------------------------------
     # Export / import (docs/export-format.md); the logic lives in core/transfer.py.
 
-    async def export_bases(self, base_ids: Any) -> dict[str, Any]:
+    async def export_bases(self, base_ids: Sequence[str]) -> dict[str, Any]:
         """A versioned export document: each base's settings and its root items' payloads."""
         from ktui.core.data.validation import require_ids
         from ktui.core.transfer import build_export, export_entry
@@ -266,10 +292,10 @@ class KnowledgeService:
 
         return read_document(path)
 
-    async def export_base(self, base_id: Any) -> dict[str, Any]:
+    async def export_base(self, base_id: str) -> dict[str, Any]:
         return await self.export_bases([base_id])
 
-    async def import_bases(self, document: Any) -> Any:
+    async def import_bases(self, document: Mapping[str, Any]) -> ImportReport:
         """Recreate the bases of an export document or a legacy backup; returns an ImportReport.
 
         Bases whose embedding model is usable here are created and their items
@@ -283,13 +309,13 @@ class KnowledgeService:
                             embeddings=self._embeddings, publish=self._bus.publish)
         return await importer.run(parsed)
 
-    async def resolve_base(self, ref: Any) -> KnowledgeBase:
+    async def resolve_base(self, ref: str) -> KnowledgeBase:
         """A base by id, or by unique name (exact, then case-insensitive)."""
         from ktui.core.transfer import resolve_base
 
         return resolve_base(await self._bases.list_all(), ref)
 
-    async def resolve_item(self, base_id: Any, ref: Any) -> KnowledgeItem:
+    async def resolve_item(self, base_id: str, ref: str) -> KnowledgeItem:
         """An item of the base (any level) by id, unique id prefix, source or display name."""
         from ktui.core.transfer import resolve_item
 

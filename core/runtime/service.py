@@ -45,6 +45,7 @@ from ktui.core.models import (
     ItemType,
     KnowledgeBase,
     KnowledgeItem,
+    NoteItemData,
     QueueStats,
     SitemapItemData,
     UrlItemData,
@@ -53,7 +54,7 @@ from ktui.core.runtime.events import EventBus
 from ktui.core.runtime.group_commit import GroupCommit
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
-from ktui.core.runtime.read_ahead import ReadAhead
+from ktui.core.runtime.read_ahead import Parsed, ReadAhead
 from ktui.core.runtime.refresh import plan_refresh
 from ktui.core.runtime.watcher import FolderWatcher
 from ktui.core.storage_faults import LOW_SPACE_BYTES, free_bytes
@@ -137,7 +138,7 @@ class KnowledgeRuntimeService:
         while ktui was closed."""
         usable = {b.id for b in await self.bases.list_all() if b.is_usable}
         for item in await self.items.watched_directories():
-            if item.base_id in usable:
+            if item.base_id in usable and isinstance(item.data, DirectoryItemData):
                 self.watcher.watch(item.base_id, item.id, item.data.path)
                 self.request_refresh(item.base_id, item.id)
 
@@ -299,6 +300,7 @@ class KnowledgeRuntimeService:
 
     async def rebuild_store(self, base: KnowledgeBase, reason: str) -> None:
         """Set the base's store aside (kept as *.corrupt-<stamp>) and start an empty one."""
+        assert base.dimensions is not None, "only a usable base has a store"
         async with self.lock(base.id):
             moved = await asyncio.to_thread(self.stores.rebuild, base.id, base.dimensions)
         log.warning("rebuilding the store of base %s (%s); old file kept as %s", base.id, reason, moved)
@@ -427,9 +429,9 @@ class KnowledgeRuntimeService:
         recorded = None
         if isinstance(item.data, FileItemData):
             # fingerprint, read, parse and chunk in one worker call, unless it was read ahead
-            parsed = await token.run(self.read_ahead.take(item, base))
+            parsed: Parsed | None = await token.run(self.read_ahead.take(item, base))
             if parsed is None:
-                parsed = await token.run(self.parse_pool.run(
+                fresh: Parsed = await token.run(self.parse_pool.run(
                     item.source,
                     "read_and_chunk_file",
                     read_and_chunk_file,
@@ -439,9 +441,11 @@ class KnowledgeRuntimeService:
                     base.chunk_size,
                     base.chunk_overlap,
                 ))
+                parsed = fresh
             chunks, recorded = parsed
             self.read_ahead.schedule(base)  # the worker reads the next files while this one embeds
         else:
+            assert isinstance(item.data, (UrlItemData, NoteItemData)), "containers are prepared, not read"
             documents = await token.run(read_leaf(item.type, item.data, self.settings.ingest, self.fetcher))
             token.check()
             chunks = await asyncio.to_thread(
@@ -469,6 +473,7 @@ class KnowledgeRuntimeService:
                 ItemChanged(base.id, item.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None, fraction)
             )
 
+        assert base.embedding_model_id is not None, "only a usable base indexes"
         vectors = await token.run(self.embeddings.embed(
             base.embedding_model_id, [c.text for c in chunks], dimensions=base.dimensions, on_progress=progress
         ))
@@ -573,6 +578,7 @@ class KnowledgeRuntimeService:
     async def _prepare_directory(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
         """Walk the folder and bring the children in line with it (all new the first time)."""
         existing = await self.items.descendants([item.id])
+        assert isinstance(item.data, DirectoryItemData)
         try:
             listing = await expand_directory(item.data.path, self.settings.ingest)
         except IngestError:
