@@ -67,8 +67,8 @@ from ktui.core.models import (
 )
 from ktui.core.runtime.events import EventBus
 from ktui.core.runtime.queue import InterruptReason
-from ktui.core.search import run_search
 from ktui.core.runtime.service import KnowledgeRuntimeService, describe_error
+from ktui.core.search import run_search
 from ktui.core.search.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
 from ktui.core.store import StoreManager
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.errors import KnowledgeError
 from ktui.core.models import KnowledgeBase, KnowledgeSearchResult, ScoreKind, SearchMode, SearchResponse
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ktui.core.store import BaseStore

@@ -29,10 +29,10 @@ import numpy as np
 
 from ktui.core.errors import StoreError
 from ktui.core.models import Chunk, ChunkRecord
+from ktui.core.search.fusion import RRF_K, reciprocal_rank_fusion
+from ktui.core.search.keyword import FTS_TOKENIZER, fts_match_expression
 from ktui.core.storage_faults import rollback_quietly, storage_error
 
-from ktui.core.search.keyword import FTS_TOKENIZER, fts_match_expression
-from ktui.core.search.fusion import RRF_K, reciprocal_rank_fusion
 from .matrix import (
     Expected,
     MatrixFiles,

@@ -28,7 +28,7 @@ from ktui.core.config import ProviderConfig
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.models import SearchMode
 from tests.benchmarks.search_quality.corpus import cache_dir, english_set, multilingual_set
-from tests.benchmarks.search_quality.harness import IndexedSet, bench_settings, base_for_model, embed_documents
+from tests.benchmarks.search_quality.harness import IndexedSet, base_for_model, bench_settings, embed_documents
 
 pytestmark = pytest.mark.benchmark
 
