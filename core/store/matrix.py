@@ -25,6 +25,7 @@ under its lock and hands searches an immutable :class:`Snapshot`.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import zlib
@@ -76,7 +77,10 @@ class Tuning:
     exact_below: int = 4096  # below this many rows, score float32 directly
     compact_min_dead: int = 1024  # compact when this many tombstones ...
     compact_ratio: float = 0.25  # ... and they exceed this share of the rows
-    threads: int = max(1, min(4, os.cpu_count() or 1))
+    # SimSIMD threads per query. One: on a busy machine (a laptop that is indexing) its
+    # OpenMP threads spin-wait for a core and a query took 24 ms instead of ~1 ms at
+    # 10k rows; two threads were never faster on 2 cores (tests/benchmarks/test_bench_search_busy.py).
+    threads: int = 1
     verify_samples: int = 8  # rows checked against SQLite when loading
 
 
@@ -548,13 +552,7 @@ class VectorIndex:
         if n == 0:
             return None
         if self._map is None or self._mapped_rows < n:
-            self._map = np.memmap(
-                self.files.f32,
-                dtype=np.float32,
-                mode="r",
-                offset=HEADER_SIZE,
-                shape=(n, self.dims),
-            )
+            self._map = _map_rows(self.files.f32, n, self.dims)
             self._mapped_rows = n
         return self._map[:n]
 
@@ -602,6 +600,57 @@ class VectorIndex:
                 raise StaleMatrix(f"{self.files.i8.name} row {p} differs from SQLite")
 
 
+def _map_rows(path: Path, n: int, dims: int) -> np.ndarray:
+    """The float32 rows, memory-mapped read-only with MADV_RANDOM.
+
+    Re-scoring touches ~128 scattered rows per query; with the kernel's default
+    read-ahead every touched row pulled its neighbours in too, and a few dozen
+    queries at 100k x 768 made the whole float32 file resident (+307 MiB against
+    293 MiB raw). Random advice reads just the pages asked for, so resident memory
+    stays near the int8 copy (and a cold first query reads less)."""
+    length = HEADER_SIZE + n * dims * 4
+    with open(path, "rb") as fh:
+        mapping = _RowMap(fh.fileno(), length, access=mmap.ACCESS_READ)
+    if hasattr(mmap, "MADV_RANDOM"):  # not on every platform
+        mapping.madvise(mmap.MADV_RANDOM)
+    return np.ndarray((n, dims), dtype=np.float32, buffer=mapping, offset=HEADER_SIZE)
+
+
+class _RowMap(mmap.mmap):
+    """The float32 file's mapping, counting (roughly) what the queries made resident."""
+
+    touched = 0
+
+
+FAULT_AROUND_BYTES = 64 * 1024  # what Linux maps per page fault of a cached file ("fault-around")
+RESIDENT_BUDGET_BYTES = 32 * 2**20  # float32 pages a base's queries may keep resident
+
+
+def _unmap_touched(rows: np.ndarray, count: int) -> None:
+    """Drop the pages re-scoring touched from this process's resident set, now and then.
+
+    MADV_RANDOM stops read-ahead, but the kernel still maps up to 64 KiB of cached
+    pages around each fault, so 1,000 queries at 100k x 768 made the whole float32
+    file resident all the same (measured: 294 MiB of 293). Once the queries may have
+    touched `RESIDENT_BUDGET_BYTES`, one madvise(MADV_DONTNEED) over the mapping lets
+    them go: they stay in the page cache (the next touch is a minor fault, not a disk
+    read) but stop counting against ktui. One call per few queries, not per row: a
+    system call per touched block cost more than the search itself."""
+    base = rows
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    if not isinstance(base, _RowMap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    base.touched += count * FAULT_AROUND_BYTES
+    if base.touched < RESIDENT_BUDGET_BYTES:
+        return
+    base.touched = 0
+    try:
+        base.madvise(mmap.MADV_DONTNEED)
+    except (OSError, ValueError):  # closed meanwhile, or refused: only memory is at stake
+        pass
+
+
 def search_snapshot(
     snap: Snapshot, query_unit: np.ndarray, k: int, tuning: Tuning
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -639,6 +688,7 @@ def search_snapshot(
         cand = _top(approx, wanted)
         cand.sort()  # ascending positions: sequential reads from the memmap
         exact = np.asarray(snap.f32[cand], dtype=np.float32) @ q
+        _unmap_touched(snap.f32, len(cand))
     order = np.lexsort((cand, -exact))[:k]
     return snap.seq[cand[order]], exact[order]
 
