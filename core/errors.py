@@ -87,6 +87,25 @@ class StoreError(KnowledgeError):
     """A base's vector store is missing, corrupt or unwritable."""
 
 
+class StoreDamagedError(StoreError):
+    """A base's store file is missing, corrupt or not a ktui store.
+
+    The damaged file is moved aside (`kept`, never deleted) and the base needs a
+    rebuild from its items' sources: a forced reindex of the whole base
+    (`reindex_items(..., force=True)`, `ktui reindex BASE --all`).
+    """
+
+    def __init__(self, path: str, reason: str, kept: str | None = None):
+        self.path = str(path)
+        self.reason = reason
+        self.kept = kept
+        where = f"; the damaged file was kept as {kept}" if kept else ""
+        super().__init__(
+            f"Vector store file {self.path} {reason}{where}; the base needs a rebuild from its sources "
+            "(reindex all of it: `ktui reindex BASE --all`)"
+        )
+
+
 class DiskFullError(StoreError):
     """A write failed because the file system holding `path` has no space left.
 

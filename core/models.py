@@ -116,11 +116,21 @@ class KnowledgeBase:
     hybrid_alpha: float | None
     created_at: str
     updated_at: str
+    # Why the base's chunk store cannot be used (missing, or damaged and set aside as
+    # *.corrupt-<time>); None when it is fine or not yet known. Not stored: the facade
+    # fills it in from the store files whenever it hands out a base.
+    store_problem: str | None = None
 
     @property
     def is_usable(self) -> bool:
         """A failed base keeps its data but cannot index or search until restored."""
         return self.status == BaseStatus.COMPLETED
+
+    @property
+    def needs_rebuild(self) -> bool:
+        """The store is gone or damaged: reindex the whole base (`reindex_items(all roots,
+        force=True)`, `ktui reindex BASE --all`) to rebuild it from the items' sources."""
+        return self.store_problem is not None
 
     @property
     def top_k(self) -> int:

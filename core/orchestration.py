@@ -277,10 +277,7 @@ class KnowledgeOrchestrationService:
         # Vectors go before rows; a crash in between must not leave the items `completed`
         # with no chunks. Marked unfinished first (not published: the rows go next),
         # recovery indexes them again, as if the delete had never started.
-        await self.items.set_status_many(
-            [r.id for r in roots if r.type in CONTAINER_TYPES], ItemStatus.PROCESSING, ItemPhase.PREPARING
-        )
-        await self.items.set_status_many([r.id for r in roots if r.type not in CONTAINER_TYPES], ItemStatus.PROCESSING)
+        roots, _ = await self._mark_unfinished(roots)
         leaves = [i.id for i in [*roots, *descendants] if i.type not in CONTAINER_TYPES]
         try:
             await self.runtime.delete_vectors(base, leaves)
@@ -292,6 +289,26 @@ class KnowledgeOrchestrationService:
         changed = await self.items.delete([r.id for r in roots])
         self.bus.publish(ItemsRemoved(base.id, tuple(r.id for r in roots) + tuple(d.id for d in descendants)))
         self.runtime.publish_changes(changed)
+
+    async def _mark_unfinished(self, roots: list[KnowledgeItem]) -> tuple[list[KnowledgeItem], list[KnowledgeItem]]:
+        """Mark roots unfinished (containers `processing/preparing`, leaves `processing`),
+        only those that still exist: an overlapping delete may have removed some since they
+        were looked up. Failing half-way with "not found" would leave the containers marked
+        and nothing queued for them — processing while the queue is idle. Returns the roots
+        that were marked and the rows that changed."""
+        for _ in range(8):
+            roots = await self.items.get_many([r.id for r in roots])
+            try:
+                changed = await self.items.set_status_many(
+                    [r.id for r in roots if r.type in CONTAINER_TYPES], ItemStatus.PROCESSING, ItemPhase.PREPARING
+                )
+                changed += await self.items.set_status_many(
+                    [r.id for r in roots if r.type not in CONTAINER_TYPES], ItemStatus.PROCESSING
+                )
+            except NotFoundError:
+                continue  # another call removed one meanwhile: look again
+            return roots, changed
+        raise InvalidOperationError("the items keep changing under this call; try again")
 
     async def reindex_items(self, base_id: Any, item_ids: Any, *, force: bool = False) -> list[KnowledgeItem]:
         """Index the selection again. A folder is refreshed incrementally (only new and
@@ -310,16 +327,13 @@ class KnowledgeOrchestrationService:
         # in between must leave it for recovery to redo, not `completed` with nothing in
         # it. A rebuilt container is marked `preparing` so recovery prepares it afresh
         # (processing without a phase would be reconciled from its children).
-        containers = [r.id for r in rebuilt if r.type in CONTAINER_TYPES]
-        self.runtime.publish_changes(
-            await self.items.set_status_many(containers, ItemStatus.PROCESSING, ItemPhase.PREPARING)
-            + await self.items.set_status_many(
-                [r.id for r in rebuilt if r.type not in CONTAINER_TYPES], ItemStatus.PROCESSING
-            )
-        )
+        rebuilt, changed = await self._mark_unfinished(rebuilt)
+        self.runtime.publish_changes(changed)
+        kept = {r.id for r in rebuilt}
+        roots = [r for r in roots if r.id in kept or r.type == ItemType.DIRECTORY and not force]
         leaves = [i.id for i in await self.items.leaves_under([r.id for r in rebuilt])]
         try:
-            await self.runtime.delete_vectors(base, leaves)
+            await self.runtime.delete_vectors(base, leaves, skip_damaged=not force)
         except StoreError as exc:
             if force and not fresh_store:
                 # damaged inside (it opened, but a write failed): set it aside too, then
@@ -340,7 +354,7 @@ class KnowledgeOrchestrationService:
                 removed.extend(below)
         if removed:
             self.bus.publish(ItemsRemoved(base.id, tuple(removed)))
-        refreshed = [r.id for r in roots if r.id not in {b.id for b in rebuilt}]
+        refreshed = [r.id for r in await self.items.get_many([r.id for r in roots]) if r.id not in kept]
         changed = await self.items.set_status_many(refreshed, ItemStatus.PROCESSING)
         self.runtime.publish_changes(changed)
         fresh = await self.items.get_many([r.id for r in roots])

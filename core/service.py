@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Unpack
@@ -26,6 +27,7 @@ from ktui.core.data.base_service import KnowledgeBaseService
 from ktui.core.data.item_service import KnowledgeItemService
 from ktui.core.data.validation import require_id, require_model_id
 from ktui.core.db import Database
+from ktui.core.doctor import DoctorReport
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.engine import RankResult
 from ktui.core.lockfile import DataDirLock
@@ -190,10 +192,18 @@ class KnowledgeService:
     # --- data API (read / patch only) --------------------------------------
 
     async def list_bases(self, page: int = 1, limit: int = 20) -> Page[KnowledgeBase]:
-        return await self._bases.list_page(page, limit)
+        listing = await self._bases.list_page(page, limit)
+        return replace(listing, items=[self._with_store_state(b) for b in listing.items])
 
     async def get_base(self, base_id: str) -> KnowledgeBase:
-        return await self._bases.get(base_id)
+        return self._with_store_state(await self._bases.get(base_id))
+
+    def _with_store_state(self, base: KnowledgeBase) -> KnowledgeBase:
+        """The base with `store_problem` filled in (one dict look-up and one stat)."""
+        if not base.is_usable:
+            return base
+        problem = self._stores.problem(base.id)
+        return base if problem is None else replace(base, store_problem=problem)
 
     async def update_base(self, base_id: str, patch: Mapping[str, Any]) -> KnowledgeBase:
         if isinstance(patch, Mapping):
@@ -256,6 +266,13 @@ class KnowledgeService:
             return False
         return True
 
+    async def doctor(self, repair: bool = False) -> DoctorReport:
+        """Check every file of the data directory (see `core/doctor.py`); with `repair`,
+        fix what can be fixed (rebuilds are queued: `wait_idle` to see them finish)."""
+        from ktui.core.doctor import Doctor
+
+        return await Doctor(self._db, self._bases, self._items, self._runtime, self._workflow).run(repair is True)
+
     async def check_invariants(self) -> list[str]:
         """Violations of the store/catalogue invariants (empty when all hold)."""
         return await check_invariants(self._bases, self._items, self._runtime)
@@ -313,7 +330,7 @@ class KnowledgeService:
         """A base by id, or by unique name (exact, then case-insensitive)."""
         from ktui.core.transfer import resolve_base
 
-        return resolve_base(await self._bases.list_all(), ref)
+        return self._with_store_state(resolve_base(await self._bases.list_all(), ref))
 
     async def resolve_item(self, base_id: str, ref: str) -> KnowledgeItem:
         """An item of the base (any level) by id, unique id prefix, source or display name."""

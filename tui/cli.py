@@ -135,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(sub, "reindex", "read and embed items again")
     p.add_argument("base", help="base id or unique name")
-    p.add_argument("items", nargs="+", metavar="ITEM", help="item id, id prefix, source or name")
+    p.add_argument("items", nargs="*", metavar="ITEM", help="item id, id prefix, source or name")
+    p.add_argument("--all", action="store_true",
+                   help="rebuild the whole base from its sources (also repairs a damaged or missing store)")
     p.add_argument("--wait", action="store_true", help="index now and wait until done")
 
     p = command(sub, "rm", "remove items (and their chunks) from a base")
@@ -153,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("item", help="item id, id prefix, source or name")
 
     command(sub, "models", "list embedding models of every configured provider")
+
+    p = command(sub, "doctor", "check every file of the data directory (and --repair what can be repaired)")
+    p.add_argument("--repair", action="store_true",
+                   help="fix what was found: rebuild damaged stores, delete stray files, re-queue stuck items")
+    p.add_argument("--wait", action="store_true", help="with --repair: wait until the rebuilds are done")
 
     p = command(sub, "wait", "index queued work now and wait until it is done")
     p.add_argument("base", nargs="?", help="only this base (default: all)")

@@ -458,9 +458,17 @@ async def _resolve_items(ks: Any, base: KnowledgeBase, refs: Sequence[str]) -> l
 async def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings) as ks:
         base = await ks.resolve_base(args.base)
-        items = await _resolve_items(ks, base, args.items)
+        if args.all and args.items:
+            raise UsageError("give ITEMs or --all, not both")
+        if not args.all and not args.items:
+            raise UsageError("name the items to reindex, or give --all")
+        if args.all:
+            items = await _all_items(ks, base.id, everything=False)
+        else:
+            items = await _resolve_items(ks, base, args.items)
         sub = ks.subscribe()
-        fresh = await ks.reindex_items(base.id, [i.id for i in items])
+        # --all rebuilds (a damaged store too); a base whose store needs a rebuild is always forced
+        fresh = await ks.reindex_items(base.id, [i.id for i in items], force=args.all or base.needs_rebuild)
         return await _report_queued(ks, sub, base, fresh, args, "reindexing")
 
 
@@ -530,6 +538,45 @@ async def cmd_models(settings: Settings, args: argparse.Namespace) -> int:
 
 def _first_line(text: str) -> str:
     return " ".join(text.split())
+
+
+async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        report = await ks.doctor(repair=args.repair)
+        after = None  # with --repair --wait: a second check once the rebuilds are done
+        if args.repair and args.wait and report.findings:
+            await ks.wait_idle(timeout=None)
+            after = await ks.doctor(repair=False)
+    if args.json:
+        dump({
+            "repair": args.repair,
+            "healthy": report.healthy,
+            "checked": report.checked,
+            "findings": [{"subject": f.subject, "problem": f.problem, "action": f.action, "repaired": f.repaired}
+                         for f in report.findings],
+            "after_repair": None if after is None else {"healthy": after.healthy,
+                                                         "problems": [f.problem for f in after.findings]},
+        })
+    else:
+        say(f"checked {len(report.checked)} file(s)")
+        for f in report.findings:
+            say(f"{'repaired' if f.repaired else 'problem'}  {f.subject}: {f.problem}")
+            if f.action:
+                say(f"    {f.action}")
+        if report.healthy:
+            say("no problems found")
+        else:
+            fixed = sum(1 for f in report.findings if f.repaired)
+            say(f"{len(report.findings)} problem(s), {fixed} repaired"
+                + ("" if args.repair else "; run `ktui doctor --repair` to fix them"))
+        if after is not None:
+            say("after the repairs: " + ("no problems found" if after.healthy else
+                                         f"{len(after.findings)} problem(s) left"))
+            for f in after.findings:
+                say(f"problem  {f.subject}: {f.problem}")
+    if after is not None:
+        return EXIT_OK if after.healthy else EXIT_FAILURE
+    return EXIT_OK if not report.unresolved else EXIT_FAILURE
 
 
 async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:

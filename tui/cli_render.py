@@ -56,6 +56,8 @@ def base_json(base: KnowledgeBase, item_count: int | None = None) -> dict[str, A
         "hybrid_alpha": base.hybrid_alpha,
         "created_at": base.created_at,
         "updated_at": base.updated_at,
+        "needs_rebuild": base.needs_rebuild,
+        "store_problem": base.store_problem,
     }
     if item_count is not None:
         out["item_count"] = item_count
@@ -147,6 +149,8 @@ def table(rows: Sequence[Sequence[str]], headers: Sequence[str], out: TextIO | N
 
 
 def base_status_label(base: KnowledgeBase) -> str:
+    if base.is_usable and base.needs_rebuild:
+        return f"needs rebuild: {base.store_problem} (run `ktui reindex {base.id} --all`)"
     if base.is_usable:
         return "ready"
     return f"failed: {_plain(base.error)} (restore it)"

@@ -28,7 +28,15 @@ from ktui.core.config import Settings
 from ktui.core.data.base_service import KnowledgeBaseService
 from ktui.core.data.item_service import ChildSpec, KnowledgeItemService
 from ktui.core.embeddings import EmbeddingService
-from ktui.core.errors import DiskFullError, IngestError, KnowledgeError, NotFoundError, StoreError, TaskInterrupted
+from ktui.core.errors import (
+    DiskFullError,
+    IngestError,
+    KnowledgeError,
+    NotFoundError,
+    StoreDamagedError,
+    StoreError,
+    TaskInterrupted,
+)
 from ktui.core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
 from ktui.core.ingest.pipeline import chunking_signature, read_and_chunk_file
 from ktui.core.models import (
@@ -132,6 +140,22 @@ class KnowledgeRuntimeService:
             await self.resume_watches()
         except DiskFullError as exc:  # reads still work; the work waits for space
             self.pause_for_space(exc)
+        await self.remove_stray_store_files()
+
+    async def remove_stray_store_files(self) -> list[str]:
+        """Delete files under bases/ that belong to no base: what a base create or delete
+        killed half-way left behind (rows and store files are not one transaction)."""
+        known = {b.id for b in await self.bases.list_all()}
+        removed: list[str] = []
+        for path in await asyncio.to_thread(self.stores.stray_files, known):
+            try:
+                await asyncio.to_thread(path.unlink)
+                removed.append(str(path))
+            except OSError as exc:
+                log.warning("could not remove the leftover %s: %s", path, exc)
+        if removed:
+            log.info("removed %d leftover store file(s) of deleted bases", len(removed))
+        return removed
 
     async def resume_watches(self) -> None:
         """Watch every watched folder again, and refresh each once to pick up what changed
@@ -280,11 +304,19 @@ class KnowledgeRuntimeService:
         await self.queue.wait_settled(affected)
         return affected
 
-    async def delete_vectors(self, base: KnowledgeBase, item_ids: Sequence[str]) -> None:
+    async def delete_vectors(self, base: KnowledgeBase, item_ids: Sequence[str], *, skip_damaged: bool = True) -> None:
+        """Remove these items' chunks. A store that cannot be opened (missing or set aside
+        as damaged) holds nothing to remove — its rebuild reindexes what is left — so that
+        is skipped unless `skip_damaged=False` (a forced reindex wants to know)."""
         if not item_ids or not base.is_usable:
             return  # a failed base has no store to clean
         async with self.lock(base.id):
-            store = await self.store(base)
+            try:
+                store = await self.store(base)
+            except StoreDamagedError:
+                if skip_damaged:
+                    return
+                raise
             await asyncio.to_thread(store.delete_items, item_ids)
 
     async def rebuild_store_if_unreadable(self, base: KnowledgeBase) -> bool:

@@ -27,7 +27,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from ktui.core.errors import StoreError
+from ktui.core.errors import StoreDamagedError, StoreError
 from ktui.core.models import Chunk, ChunkRecord
 from ktui.core.search.fusion import RRF_K, reciprocal_rank_fusion
 from ktui.core.search.keyword import FTS_TOKENIZER, fts_match_expression
@@ -115,6 +115,7 @@ class BaseStore:
         self._uuid = store_uuid
         self._lock = threading.RLock()
         self._closed = False
+        self.damaged: str | None = None  # set when SQLite reported corruption; the manager sets the file aside
         self._index: VectorIndex | None = None
         self._matrix_source: str | None = None
         self._matrix_reason: str | None = None
@@ -151,7 +152,7 @@ class BaseStore:
                 raise StoreError(f"Vector store file {path} already exists")
             path.parent.mkdir(parents=True, exist_ok=True)
         elif not path.is_file():
-            raise StoreError(f"Vector store file {path} is missing")
+            raise StoreDamagedError(str(path), "is missing")
         con: sqlite3.Connection | None = None
         try:
             con = sqlite3.connect(
@@ -179,9 +180,7 @@ class BaseStore:
                     "generation",
                 } - meta.keys()
                 if missing:
-                    raise StoreError(
-                        f"Vector store file {path} is not a ktui store (meta lacks {sorted(missing)})"
-                    )
+                    raise StoreDamagedError(str(path), f"is not a ktui store (meta lacks {sorted(missing)})")
                 if int(meta["schema_version"]) > SCHEMA_VERSION:
                     raise StoreError(
                         f"Vector store file {path} was written by a newer ktui (schema {meta['schema_version']})"
@@ -201,17 +200,20 @@ class BaseStore:
             if create:
                 _remove_quietly(path)
             raise
-        except (sqlite3.Error, ValueError) as exc:
+        except (sqlite3.Error, ValueError, OSError) as exc:
             if con is not None:
                 con.close()
+            fault = storage_error(exc, path)
             if create:
                 _remove_quietly(path)
+                if fault is not None:
+                    raise fault from exc
                 raise StoreError(
                     f"Vector store file {path} could not be created: {exc}"
                 ) from exc
-            raise StoreError(
-                f"Vector store file {path} is corrupt or unreadable: {exc}"
-            ) from exc
+            if fault is not None:
+                raise fault from exc
+            raise StoreDamagedError(str(path), f"is corrupt or unreadable: {exc}") from exc
         store = cls(path, dimensions, con, store_uuid, tuning)
         if create:
             try:
@@ -483,6 +485,9 @@ class BaseStore:
                     f"Vector store file {self.path}: full-text search failed: {exc}"
                 ) from exc
             except sqlite3.Error as exc:
+                if _is_corruption(exc):
+                    self.damaged = f"is corrupt: full-text search failed: {exc}"
+                    raise StoreDamagedError(str(self.path), self.damaged) from exc
                 raise StoreError(
                     f"Vector store file {self.path}: full-text search failed: {exc}"
                 ) from exc
@@ -523,6 +528,16 @@ class BaseStore:
         with self._lock, self._sql("load vectors"):
             self._ensure_index()
         return self.matrix_info()
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's own `PRAGMA integrity_check` of the file: [] when it says "ok"."""
+        with self._lock:
+            self._check_open()
+            try:
+                rows = [str(r[0]) for r in self._con.execute("PRAGMA integrity_check(20)")]
+            except sqlite3.DatabaseError as exc:
+                return [f"integrity check failed: {exc}"]
+        return [] if rows == ["ok"] else rows
 
     def check_invariants(self) -> list[str]:
         """Human-readable violations of the store's invariants (empty when healthy).
@@ -611,6 +626,9 @@ class BaseStore:
                 raise fault from exc
             if isinstance(exc, OSError):
                 raise
+            if _is_corruption(exc):
+                self.damaged = f"is corrupt: could not {action}: {exc}"
+                raise StoreDamagedError(str(self.path), self.damaged) from exc
             raise StoreError(
                 f"Vector store file {self.path}: could not {action}: {exc}"
             ) from exc
@@ -828,3 +846,14 @@ def _batches(values: Sequence[Any], size: int = _BATCH) -> Iterator[list[Any]]:
     values = list(values)
     for start in range(0, len(values), size):
         yield values[start : start + size]
+
+
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+
+def _is_corruption(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text
