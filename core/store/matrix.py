@@ -636,7 +636,7 @@ def _unmap_touched(rows: np.ndarray, count: int) -> None:
     them go: they stay in the page cache (the next touch is a minor fault, not a disk
     read) but stop counting against ktui. One call per few queries, not per row: a
     system call per touched block cost more than the search itself."""
-    base = rows
+    base: object = rows
     while base is not None and not isinstance(base, mmap.mmap):
         base = getattr(base, "base", None)
     if not isinstance(base, _RowMap) or not hasattr(mmap, "MADV_DONTNEED"):
