@@ -53,6 +53,7 @@ class ProviderConfig:
     concurrency: int = 2  # concurrent requests to this provider
     timeout: float = 60.0  # seconds per request
     max_retries: int = 3  # on 429, 5xx and timeouts, with exponential backoff
+    origin: str | None = None  # where the provider came from when not the settings file ("OLLAMA_HOST")
 
     @property
     def api_key(self) -> str | None:
@@ -103,8 +104,9 @@ class Settings:
         """Configured providers plus the implicit ones (builtin, and ollama when enabled)."""
         out = {"builtin": ProviderConfig(name="builtin", kind="builtin")}
         if self.auto_ollama and "ollama" not in self.providers:
-            url = os.environ.get("OLLAMA_HOST", "").strip() or DEFAULT_OLLAMA_URL
-            out["ollama"] = ProviderConfig(name="ollama", kind="ollama", base_url=_normalise_host(url))
+            env_url = os.environ.get("OLLAMA_HOST", "").strip()
+            out["ollama"] = ProviderConfig(name="ollama", kind="ollama", base_url=_normalise_host(env_url or DEFAULT_OLLAMA_URL),
+                                           origin="OLLAMA_HOST" if env_url else None)
         out.update(self.providers)
         return out
 

@@ -313,7 +313,8 @@ class KnowledgeSearchResult:
 class SearchResponse:
     results: list[KnowledgeSearchResult]
     degraded: bool = False
-    reason: str | None = None  # why it degraded, for the user
+    reason: str | None = None  # why it degraded, for the user (every cause, "; "-joined)
+    mode: SearchMode | None = None  # the mode that produced the results (bm25 after a fallback)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +323,9 @@ class EmbeddingModelInfo:
     provider: str
     model: str
     dimensions: int | None = None
+    # None, or what is not known about the model, e.g. "capabilities unknown" (an
+    # Ollama-API server whose /api/show lists no capabilities: it may not embed)
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

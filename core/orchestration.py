@@ -120,7 +120,8 @@ class KnowledgeOrchestrationService:
         return dims
 
     async def create_base(
-        self, name: Any, embedding_model_id: Any = None, dimensions: Any = None, **config: Any
+        self, name: Any, embedding_model_id: Any = None, dimensions: Any = None, *, free_name: bool = False,
+        **config: Any,
     ) -> KnowledgeBase:
         model = require_model_id(embedding_model_id or self.settings.default_embedding_model)
         self.embeddings.parse_model_id(model)  # unknown provider -> ValidationError naming the field
@@ -143,6 +144,7 @@ class KnowledgeOrchestrationService:
             config=config,
             before_commit=create_store,
             defaults={"chunk_size": self.settings.chunk_size, "chunk_overlap": self.settings.chunk_overlap},
+            free_name=free_name,
         )
         self.bus.publish(BaseChanged(base.id))
         return base
@@ -202,7 +204,8 @@ class KnowledgeOrchestrationService:
             "search_mode": source.search_mode.value,
             "hybrid_alpha": source.hybrid_alpha,
         }
-        new_base = await self.create_base(name or source.name, model, dims, **config)
+        # no name given: the source's, made free ("Notes (2)"); the source keeps its own
+        new_base = await self.create_base(name or source.name, model, dims, free_name=name is None, **config)
         failures: dict[str, str] = {}
         accepted: list[ValidItem] = []
         for item in roots:

@@ -616,7 +616,8 @@ class Importer:
                 report.skip(item.label, _why_not_addable(exc))
                 continue
             accepted.append(_as_input(valid))
-        base = await self.workflow.create_base(plan.name, plan.embedding_model_id, check.dimensions, **config)
+        base = await self.workflow.create_base(plan.name, plan.embedding_model_id, check.dimensions,
+                                               free_name=True, **config)
         report.base_id = base.id
         report.status = "completed"
         report.embedding_model_id = base.embedding_model_id

@@ -489,7 +489,7 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings) as ks:
         base = await ks.resolve_base(args.base)
         response = await ks.search(base.id, args.query, args.top_k, mode=args.mode)
-    mode = args.mode or base.search_mode.value
+    mode = response.mode.value if response.mode is not None else args.mode or base.search_mode.value
     if args.json:
         dump(search_json(args.query, mode, response))
         return EXIT_OK
@@ -529,8 +529,8 @@ async def cmd_models(settings: Settings, args: argparse.Namespace) -> int:
               "errors": listing.errors})
         return EXIT_OK
     rows = [[m.id + (" (default)" if m.id == settings.default_embedding_model else ""),
-             "-" if m.dimensions is None else str(m.dimensions)] for m in listing.models]
-    table(rows, ["MODEL", "DIMENSIONS"])
+             "-" if m.dimensions is None else str(m.dimensions), m.note or ""] for m in listing.models]
+    table(rows, ["MODEL", "DIMENSIONS", "NOTE"])
     for provider, message in listing.errors.items():
         err(f"provider {provider}: {_first_line(message)}")
     return EXIT_OK

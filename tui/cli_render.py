@@ -116,7 +116,8 @@ def chunk_json(chunk: ChunkRecord) -> dict[str, Any]:
 
 
 def model_json(model: EmbeddingModelInfo) -> dict[str, Any]:
-    return {"id": model.id, "provider": model.provider, "model": model.model, "dimensions": model.dimensions}
+    return {"id": model.id, "provider": model.provider, "model": model.model, "dimensions": model.dimensions,
+            "note": model.note}
 
 
 def group_json(group: KnowledgeGroup) -> dict[str, Any]:

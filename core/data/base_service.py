@@ -15,6 +15,7 @@ import aiosqlite
 from ktui.core.data.rows import BASE_COLUMNS, base_from_row, group_from_row
 from ktui.core.data.validation import (
     BASE_PATCHABLE,
+    MAX_NAME_CHARS,
     check_base_consistency,
     require_dimensions,
     require_id,
@@ -91,13 +92,17 @@ class KnowledgeBaseService:
         config: dict[str, Any] | None = None,
         before_commit: BeforeCommit | None = None,
         defaults: dict[str, int] | None = None,
+        free_name: bool = False,
     ) -> KnowledgeBase:
-        """Insert a completed (runnable) base."""
+        """Insert a completed (runnable) base. Names are unique ignoring case (like group
+        names: the CLI and exports name bases); `free_name` picks "NAME (2)"… instead of
+        refusing a taken one (restore, import)."""
         clean_name = require_name(name)
         model = require_model_id(embedding_model_id)
         dims = require_dimensions(dimensions)
         cfg = base_config(config or {}, **(defaults or {}))
-        return await self._insert(clean_name, model, dims, BaseStatus.COMPLETED, None, cfg, before_commit)
+        return await self._insert(clean_name, model, dims, BaseStatus.COMPLETED, None, cfg, before_commit,
+                                  free_name=free_name)
 
     async def create_failed(
         self,
@@ -106,6 +111,7 @@ class KnowledgeBaseService:
         dimensions: Any,
         error: KnowledgeBaseErrorCode = KnowledgeBaseErrorCode.MISSING_EMBEDDING_MODEL,
         config: dict[str, Any] | None = None,
+        free_name: bool = True,
     ) -> KnowledgeBase:
         """Insert a recoverable failed base (its embedding model is unknown here)."""
         clean_name = require_name(name)
@@ -116,14 +122,15 @@ class KnowledgeBaseService:
             except ValidationError:
                 dims = None  # unknown width is allowed for a failed base
         cfg = base_config(config or {})
-        return await self._insert(clean_name, None, dims, BaseStatus.FAILED, error, cfg, None)
+        return await self._insert(clean_name, None, dims, BaseStatus.FAILED, error, cfg, None, free_name=free_name)
 
     async def _insert(self, name: str, model: str | None, dims: int | None, status: BaseStatus,
                       error: KnowledgeBaseErrorCode | None, cfg: dict[str, Any],
-                      before_commit: BeforeCommit | None) -> KnowledgeBase:
+                      before_commit: BeforeCommit | None, *, free_name: bool = False) -> KnowledgeBase:
         base_id = new_id()
         now = utc_now()
         async with self._db.transaction() as conn:
+            name = await _free_base_name(conn, name) if free_name else await _refuse_taken_base_name(conn, name)
             if cfg["group_id"] is not None:
                 await self._require_group(conn, cfg["group_id"])
             await conn.execute(
@@ -186,6 +193,8 @@ class KnowledgeBaseService:
             check_base_consistency(merged)
             if clean.get("group_id") is not None:
                 await self._require_group(conn, clean["group_id"])
+            if "name" in clean:
+                await _refuse_taken_base_name(conn, clean["name"], base_id)
             assignments = ", ".join(f"{key} = ?" for key in BASE_PATCHABLE)
             values = [merged[key].value if isinstance(merged[key], SearchMode) else merged[key] for key in BASE_PATCHABLE]
             await conn.execute(
@@ -252,6 +261,33 @@ def require_runnable(base: KnowledgeBase) -> KnowledgeBase:
     if not base.is_usable:
         raise BaseUnavailableError(base.id, base.name)
     return base
+
+
+async def _taken_base_names(conn: Any, name: str, own_id: str | None = None) -> list[str]:
+    rows = await conn.execute_fetchall(
+        "SELECT name FROM knowledge_base WHERE name = ? COLLATE NOCASE AND id IS NOT ?", (name, own_id)
+    )
+    # NOCASE folds ASCII only; casefold() catches "Ä" / "ä" too
+    more = await conn.execute_fetchall("SELECT name FROM knowledge_base WHERE id IS NOT ?", (own_id,)) \
+        if not name.isascii() else []
+    return [r[0] for r in rows] + [r[0] for r in more if r[0].casefold() == name.casefold()]
+
+
+async def _refuse_taken_base_name(conn: Any, name: str, own_id: str | None = None) -> str:
+    taken = await _taken_base_names(conn, name, own_id)
+    if taken:
+        raise ValidationError.field("name", f"a base named '{taken[0]}' already exists (names ignore case)")
+    return name
+
+
+async def _free_base_name(conn: Any, name: str) -> str:
+    """`name`, or "name (2)", "name (3)"… — the first one no base has (ignoring case)."""
+    candidate, n = name, 1
+    while await _taken_base_names(conn, candidate):
+        n += 1
+        suffix = f" ({n})"
+        candidate = name[: max(1, MAX_NAME_CHARS - len(suffix))] + suffix
+    return candidate
 
 
 async def _refuse_taken_group_name(conn: Any, name: str, own_id: str | None = None) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import random
+import re
 from typing import Any
 
 import httpx
@@ -96,7 +97,19 @@ class ProviderHttp:
 
     @property
     def label(self) -> str:
-        return f"{self.config.kind} provider '{self.config.name}'"
+        origin = f" (set by {self.config.origin}={self.shown_url})" if self.config.origin else ""
+        return f"{self.config.kind} provider '{self.config.name}'{origin}"
+
+    @property
+    def shown_url(self) -> str:
+        """base_url as it may be shown: without the user:password of its userinfo."""
+        return redact_secrets(self.base_url)
+
+    @property
+    def _fix_url(self) -> str:
+        if self.config.origin:
+            return f"fix the {self.config.origin} environment variable"
+        return f"fix providers.{self.config.name}.base_url in the settings file"
 
     def _get_client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -124,10 +137,21 @@ class ProviderHttp:
         """Send one request (with retries) and return the decoded JSON body.
 
         `not_found_hint` is appended to a 404's ModelNotFoundError (e.g. "run
-        `ollama pull m`").
+        `ollama pull m`"). Every error message has credentials in URLs redacted: it is
+        shown to users and stored as an item's error.
         """
+        try:
+            return await self._request_json(method, url, payload, model=model, not_found_hint=not_found_hint)
+        except ProviderError as exc:
+            exc.args = (redact_secrets(str(exc)),)
+            raise
+
+    async def _request_json(self, method: str, url: str, payload: Any, *,
+                            model: str | None, not_found_hint: str | None) -> Any:
         attempts = self.config.max_retries + 1
         last: str = ""
+        last_status: int | None = None
+        last_detail = ""
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
@@ -135,13 +159,13 @@ class ProviderHttp:
                     resp = await self._get_client().request(method, url, json=payload)
             except httpx.ConnectError as exc:
                 raise ProviderUnavailableError(
-                    f"Cannot reach the {self.label} at {self.base_url} ({_excerpt(str(exc)) or 'connection refused'}). "
-                    f"Start the server, or fix providers.{self.config.name}.base_url in the settings file."
+                    f"Cannot reach the {self.label} at {self.shown_url} ({_excerpt(str(exc)) or 'connection refused'}). "
+                    f"Start the server, or {self._fix_url}."
                 ) from None
             except httpx.TimeoutException:
-                last = f"timed out after {self.config.timeout:g}s"
+                last, last_status = f"timed out after {self.config.timeout:g}s", None
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                last = f"connection dropped ({_excerpt(str(exc)) or type(exc).__name__})"
+                last, last_status = f"connection dropped ({_excerpt(str(exc)) or type(exc).__name__})", None
             except httpx.HTTPError as exc:
                 raise ProviderError(f"The {self.label} request to {url} failed: {_excerpt(str(exc))}") from None
             else:
@@ -156,11 +180,17 @@ class ProviderHttp:
                 detail = error_detail(resp)
                 if resp.status_code in _RETRY_STATUSES:
                     last = f"HTTP {resp.status_code}: {detail}"
+                    last_status, last_detail = resp.status_code, detail
                     retry_after = _retry_after(resp)
                 else:
                     raise self._status_error(resp.status_code, detail, url, model, not_found_hint)
             if attempt + 1 < attempts:
                 await asyncio.sleep(self._backoff(attempt, retry_after))
+        if last_status is not None and last_status >= 500:
+            # the server's own failure: its message is the cause, not our load on it
+            raise ProviderError(
+                f"The {self.label} at {url}: the server failed: {last_detail} "
+                f"(HTTP {last_status}, {attempts} attempt(s)). Next: check the server's log.", status=last_status)
         hint = (
             f"raise providers.{self.config.name}.timeout"
             if last.startswith("timed out")
@@ -179,11 +209,18 @@ class ProviderHttp:
     def _status_error(self, status: int, detail: str, url: str, model: str | None,
                       not_found_hint: str | None) -> ProviderError:
         lowered = detail.lower()
+        if status == 404 and model and "model" not in lowered and model.lower() not in lowered:
+            # a 404 that says nothing about the model: the endpoint itself is missing (a
+            # server without /api/embed answers 404 for every model) — pulling won't help
+            return ProviderError(
+                f"The {self.label} at {self.shown_url} has no endpoint {url} (HTTP 404: {detail}); "
+                f"it answers 404 whatever the model. Next: check that it is a {self.config.kind} server "
+                f"(the kind of providers.{self.config.name}) and that base_url is right.", status=status)
         if status == 404 or (status == 400 and model and "not found" in lowered and "model" in lowered):
             if model:
                 hint = not_found_hint or "check the model name (`ktui models`) and the provider's base_url"
                 return ModelNotFoundError(
-                    f"The {self.label} at {self.base_url} does not know model '{model}' (HTTP {status}: {detail}). "
+                    f"The {self.label} at {self.shown_url} does not know model '{model}' (HTTP {status}: {detail}). "
                     f"Next: {hint}.", status=status
                 )
             return ProviderError(f"The {self.label} has no endpoint {url} (HTTP 404). Check its base_url.", status=status)
@@ -200,6 +237,16 @@ class ProviderHttp:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+_SECRET_QUERY = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access_token|password|secret)=)[^&\s#]+")
+
+
+def redact_secrets(text: str) -> str:
+    """Credentials a URL may carry (``http://user:pass@host``, ``?api_key=…``) replaced
+    by ``***``, so that they reach neither a screen nor the database."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
 
 
 def _retry_after(resp: httpx.Response) -> float | None:

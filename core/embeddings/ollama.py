@@ -23,7 +23,7 @@ class OllamaProvider(EmbeddingProvider):
         self.http = ProviderHttp(config, retry_base_delay=retry_base_delay)
 
     def _pull_hint(self, model: str) -> str:
-        return f"run `ollama pull {model}` on the machine serving {self.http.base_url}"
+        return f"run `ollama pull {model}` on the machine serving {self.http.shown_url}"
 
     async def embed(self, model: str, texts: list[str]) -> np.ndarray:
         body = await self.http.request_json(
@@ -33,7 +33,7 @@ class OllamaProvider(EmbeddingProvider):
             model=model,
             not_found_hint=self._pull_hint(model),
         )
-        where = f"Ollama model '{model}' at {self.http.base_url}"
+        where = f"Ollama model '{model}' at {self.http.shown_url}"
         if not isinstance(body, dict) or "embeddings" not in body:
             raise EmbeddingShapeError(
                 f"{where} answered a response of the wrong shape (no 'embeddings' list). "
@@ -44,22 +44,24 @@ class OllamaProvider(EmbeddingProvider):
     async def list_models(self) -> list[EmbeddingModelInfo]:
         body = await self.http.request_json("GET", join_url(self.http.base_url, "/api/tags"))
         if not isinstance(body, dict) or not isinstance(body.get("models"), list):
-            raise ProviderError(f"Ollama at {self.http.base_url} answered /api/tags without a 'models' list.")
+            raise ProviderError(f"Ollama at {self.http.shown_url} answered /api/tags without a 'models' list.")
         listed = [m.get("name") or m.get("model") for m in body["models"] if isinstance(m, dict)]
         names: list[str] = [n for n in listed if isinstance(n, str) and n]
         shown = await asyncio.gather(*(self._show(n) for n in names), return_exceptions=True)
         out: list[EmbeddingModelInfo] = []
         for name, info in zip(names, shown, strict=True):
-            dims, is_embedding = (None, True) if isinstance(info, BaseException) else info
-            if is_embedding:
-                out.append(EmbeddingModelInfo(model_id(self.name, name), self.name, name, dims))
+            dims, is_embedding = (None, None) if isinstance(info, BaseException) else info
+            if is_embedding is not False:
+                note = "capabilities unknown" if is_embedding is None else None
+                out.append(EmbeddingModelInfo(model_id(self.name, name), self.name, name, dims, note))
         return out
 
-    async def _show(self, model: str) -> tuple[int | None, bool]:
+    async def _show(self, model: str) -> tuple[int | None, bool | None]:
         """(embedding width, is an embedding model) from /api/show.
 
         Newer Ollama lists `capabilities`; a model without "embedding" there is a
-        chat model and is left out of the listing. Older servers: keep everything.
+        chat model and is left out of the listing. A server that lists none (older
+        Ollama, Ollama-API proxies): None — listed, marked "capabilities unknown".
         """
         body = await self.http.request_json(
             "POST", join_url(self.http.base_url, "/api/show"), {"model": model}, model=model,
@@ -88,7 +90,7 @@ def _embedding_length(body: object) -> int | None:
     return None
 
 
-def _is_embedding_model(body: object) -> bool:
-    if isinstance(body, dict) and isinstance(body.get("capabilities"), list):
+def _is_embedding_model(body: object) -> bool | None:
+    if isinstance(body, dict) and isinstance(body.get("capabilities"), list) and body["capabilities"]:
         return "embedding" in body["capabilities"]
-    return True
+    return None  # not said

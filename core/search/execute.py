@@ -71,7 +71,8 @@ async def run_search(
             scored = [(scored[i][0], float(s)) for i, s in sorted(ranking, key=lambda p: -p[1]) if 0 <= i < len(scored)]
             kind = ScoreKind.RERANK
         except Exception as exc:
-            reason = f"Rerank unavailable ({exc}); results are not reranked"
+            rerank_down = f"Rerank unavailable ({exc}); results are not reranked"
+            reason = f"{reason}; {rerank_down}" if reason else rerank_down
             if not isinstance(exc, KnowledgeError):
                 log.exception("rerank failed")
 
@@ -90,4 +91,4 @@ async def run_search(
         )
         for rank, (record, score) in enumerate(scored, start=1)
     ]
-    return SearchResponse(results, degraded=degraded, reason=reason)
+    return SearchResponse(results, degraded=degraded, reason=reason, mode=mode)

@@ -291,7 +291,7 @@ async def test_legacy_backup_import_restore_search(server, tmp_path):
         # Restore the orphan with a model available here: drop what cannot exist on this machine first.
         await ks.delete_items(failed.id, [i.id for i in items if i.type != ItemType.NOTE])
         restored = await ks.restore_base(failed.id, FAKE_MODEL, DIMS)
-        assert restored.name == "Orphaned" and restored.chunk_overlap == 99
+        assert restored.name == "Orphaned (2)" and restored.chunk_overlap == 99  # the source keeps its name
         assert await ks.wait_idle(timeout=20)
         hits = (await ks.search(restored.id, "walruses ice")).results
         assert hits[0].page_content == "fallback body: walruses bask on ice floes"
