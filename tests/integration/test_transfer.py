@@ -316,7 +316,15 @@ async def test_resolve_base_and_item_by_name_prefix_and_source(server, tmp_path)
     async with open_service(tmp_path / "home", server.url) as ks:
         a = await ks.create_base("Alpha")
         await ks.create_base("Twin")
-        await ks.create_base("Twin")
+        with pytest.raises(ValidationError, match="a base named 'Twin' already exists"):
+            await ks.create_base("twin")
+        other = await ks.create_base("Other")
+        import sqlite3
+
+        con = sqlite3.connect(tmp_path / "home" / "knowledge.db")  # a duplicate made before names were unique
+        con.execute("UPDATE knowledge_base SET name = 'Twin' WHERE id = ?", (other.id,))
+        con.commit()
+        con.close()
         assert (await ks.resolve_base("Alpha")).id == a.id
         assert (await ks.resolve_base("alpha")).id == a.id
         assert (await ks.resolve_base(a.id)).id == a.id
