@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(sub, "wait", "index queued work now and wait until it is done")
     p.add_argument("base", nargs="?", help="only this base (default: all)")
 
+    p = command(sub, "watch", "keep folders with watch on fresh, headless, until SIGINT/SIGTERM")
+    p.add_argument("base", nargs="*", help="only these bases' folders (default: all)")
+
     p = command(sub, "rank", "rank JSON-lines records by similarity to QUERY (the Knowledge Engine)")
     p.add_argument("query")
     p.add_argument("--input", "-i", metavar="FILE", help="JSON-lines file (default: stdin)")

@@ -597,6 +597,12 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.ok else EXIT_FAILURE
 
 
+async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
+    from ktui.tui.cli_watch import cmd_watch as watch
+
+    return await watch(settings, args)
+
+
 # --- rank (the Knowledge Engine) ------------------------------------------
 
 

@@ -20,9 +20,6 @@ from ktui.core.embeddings.base import EmbeddingProvider, RerankProvider, check_w
 from ktui.core.embeddings.builtin import BuiltinProvider
 from ktui.core.embeddings.cache import EmbeddingCache, cache_key
 from ktui.core.embeddings.coalesce import Coalescer
-from ktui.core.embeddings.ollama import OllamaProvider
-from ktui.core.embeddings.openai import OpenAIProvider
-from ktui.core.embeddings.rerank import TeiRerankProvider, V1RerankProvider
 from ktui.core.errors import EmbeddingShapeError, ProviderError, ValidationError
 from ktui.core.models import EmbeddingModelInfo, ModelListing
 
@@ -127,11 +124,17 @@ class EmbeddingService:
     def _embedder(self, config: ProviderConfig) -> EmbeddingProvider:
         prov = self._embedders.get(config.name)
         if prov is None:
+            # the HTTP providers are imported when first used: a process that embeds with
+            # the built-in model (or not at all) never loads the HTTP client
             if config.kind == "builtin":
                 prov = BuiltinProvider(config)
             elif config.kind == "ollama":
+                from ktui.core.embeddings.ollama import OllamaProvider
+
                 prov = OllamaProvider(config, retry_base_delay=self.retry_base_delay)
             elif config.kind == "openai":
+                from ktui.core.embeddings.openai import OpenAIProvider
+
                 prov = OpenAIProvider(config, retry_base_delay=self.retry_base_delay)
             else:
                 raise ValidationError.field(
@@ -145,6 +148,8 @@ class EmbeddingService:
     def _reranker(self, config: ProviderConfig) -> RerankProvider:
         prov = self._rerankers.get(config.name)
         if prov is None:
+            from ktui.core.embeddings.rerank import TeiRerankProvider, V1RerankProvider
+
             if config.kind == "rerank":
                 prov = V1RerankProvider(config, retry_base_delay=self.retry_base_delay)
             elif config.kind == "tei-rerank":

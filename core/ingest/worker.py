@@ -2,7 +2,7 @@
 
 It answers requests from the runtime's parse pool (core/runtime/parse_pool.py)
 over its stdin/stdout: each message is a 4-byte big-endian length and a pickle.
-A request is `(function name, args)`; only the functions in `FUNCTIONS` can be
+A request is `(function name, args)`; only the functions in `functions()` can be
 called. The answer is `("ok", result)` or `("error", message, is_ingest_error)`.
 Once its imports are done the worker sends `("ready",)`, so that a parse timeout
 measures reading and never the interpreter's start-up.
@@ -21,10 +21,17 @@ import sys
 from typing import Any, BinaryIO
 
 from ktui.core.errors import KnowledgeError
-from ktui.core.ingest.pipeline import read_and_chunk_file
 
-FUNCTIONS = {"read_and_chunk_file": read_and_chunk_file}
 HEADER = struct.Struct(">I")
+
+
+def functions() -> dict[str, Any]:
+    """What a worker can be asked to run. Imported here, not at module level: the
+    runtime imports this module for HEADER alone, and must not load every parser
+    with it."""
+    from ktui.core.ingest.pipeline import read_and_chunk_file
+
+    return {"read_and_chunk_file": read_and_chunk_file}
 
 
 def read_message(stream: BinaryIO) -> Any | None:
@@ -42,11 +49,12 @@ def write_message(stream: BinaryIO, message: Any) -> None:
 
 
 def serve(requests: BinaryIO, answers: BinaryIO) -> None:
+    table = functions()  # the parsers load before "ready": a first file's timeout must not pay for them
     write_message(answers, ("ready",))
     while (request := read_message(requests)) is not None:
         name, args = request
         try:
-            answer: Any = ("ok", FUNCTIONS[name](*args))
+            answer: Any = ("ok", table[name](*args))
         except KnowledgeError as exc:
             answer = ("error", str(exc), True)
         except Exception as exc:  # a parser bug: report it, keep serving

@@ -45,7 +45,6 @@ from typing import Any
 from ktui.core.config import IngestSettings
 from ktui.core.data.item_service import KnowledgeItemService
 from ktui.core.errors import IngestError
-from ktui.core.ingest.pipeline import read_and_chunk_file
 from ktui.core.models import Chunk, FileItemData, KnowledgeBase, KnowledgeItem
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.queue import TaskKind, TaskQueue
@@ -115,6 +114,8 @@ class ReadAhead:
             task.exception()  # an unused read-ahead's failure is not news: mark it seen
 
     async def _start(self, base: KnowledgeBase, item_ids: list[str]) -> None:
+        from ktui.core.ingest.pipeline import read_and_chunk_file  # not at import: searches never read
+
         try:
             items = await self.items.get_many(item_ids)
         except Exception:  # the catalogue is busy or closing: the tasks read for themselves

@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +38,6 @@ from ktui.core.errors import (
     StoreError,
     TaskInterrupted,
 )
-from ktui.core.ingest import Fetcher, chunk_documents, expand_directory, expand_sitemap, read_leaf
-from ktui.core.ingest.pipeline import chunking_signature, read_and_chunk_file
 from ktui.core.models import (
     CONTAINER_TYPES,
     Chunk,
@@ -63,10 +62,12 @@ from ktui.core.runtime.group_commit import GroupCommit
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
 from ktui.core.runtime.read_ahead import Parsed, ReadAhead
-from ktui.core.runtime.refresh import plan_refresh
 from ktui.core.runtime.watcher import FolderWatcher
 from ktui.core.storage_faults import LOW_SPACE_BYTES, free_bytes
 from ktui.core.store import BaseStore, StoreManager
+
+if TYPE_CHECKING:
+    from ktui.core.ingest import Fetcher
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class KnowledgeRuntimeService:
         self.stores = stores
         self.embeddings = embeddings
         self.bus = bus
-        self.fetcher = Fetcher(settings.ingest)
+        self._fetcher: Fetcher | None = None
         self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency)
         self.queue.on_change = self._queue_changed
         self._locks: dict[str, asyncio.Lock] = {}
@@ -127,6 +128,16 @@ class KnowledgeRuntimeService:
         self._refreshing: set[str] = set()  # folders whose refresh request is being set up
         self._space_watch: asyncio.Task[None] | None = None  # runs while a full disk pauses the queue
         self.space_probe_interval = SPACE_PROBE_S
+
+    @property
+    def fetcher(self) -> Fetcher:
+        """The shared HTTP client for pages and sitemaps, made on first use: a process
+        that only searches never imports the fetching machinery."""
+        if self._fetcher is None:
+            from ktui.core.ingest import Fetcher
+
+            self._fetcher = Fetcher(self.settings.ingest)
+        return self._fetcher
 
     # --- lifecycle --------------------------------------------------------
 
@@ -274,7 +285,8 @@ class KnowledgeRuntimeService:
                     self.bus.publish_all([self._changed(i) for i in changed])
         if self._stats_handle is not None:
             self._stats_handle.cancel()
-        await self.fetcher.aclose()
+        if self._fetcher is not None:
+            await self._fetcher.aclose()
         await self.parse_pool.close()
 
     # --- scheduling -------------------------------------------------------
@@ -454,6 +466,11 @@ class KnowledgeRuntimeService:
     async def _index_leaf_steps(
         self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem, writes: _BackgroundWrite
     ) -> None:
+        # imported here (once, then a dictionary lookup): a process that never indexes
+        # never loads the parsers
+        from ktui.core.ingest import chunk_documents, read_leaf
+        from ktui.core.ingest.pipeline import read_and_chunk_file
+
         token.check()
         # phase writes go out in the background and are awaited before the next write
         # of this item, so reading overlaps the database round trip
@@ -560,6 +577,8 @@ class KnowledgeRuntimeService:
                     self.request_refresh(base.id, item.id)
 
     async def _prepare_steps(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
+        from ktui.core.ingest import expand_sitemap
+
         token.check()
         await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
         if isinstance(item.data, DirectoryItemData):
@@ -609,6 +628,10 @@ class KnowledgeRuntimeService:
 
     async def _prepare_directory(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
         """Walk the folder and bring the children in line with it (all new the first time)."""
+        from ktui.core.ingest import expand_directory
+        from ktui.core.ingest.pipeline import chunking_signature
+        from ktui.core.runtime.refresh import plan_refresh
+
         existing = await self.items.descendants([item.id])
         assert isinstance(item.data, DirectoryItemData)
         try:

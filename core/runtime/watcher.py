@@ -16,7 +16,6 @@ import logging
 import os
 from collections.abc import Callable
 
-import watchfiles
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +63,8 @@ class FolderWatcher:
 
     async def _run(self, base_id: str, item_id: str, path: str, stop: asyncio.Event) -> None:
         try:
+            import watchfiles  # here, not at import: only a watching process needs it
+
             async for _changes in watchfiles.awatch(
                 path,
                 debounce=self._debounce_ms,

@@ -1,0 +1,50 @@
+"""Start-up: a search or a listing imports neither the parsers nor unused providers (issue 17).
+
+Each command runs as a real `ktui` process on a real data directory; a small
+wrapper runs the CLI's `main` and then reports which heavy packages ended up in
+`sys.modules`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli.test_cli import Ktui, server  # noqa: F401 - the module's embedding server fixture
+
+INGEST = {"lxml", "pathspec", "trafilatura", "pypdf", "docx", "defusedxml", "justext", "charset_normalizer"}
+UNUSED = {"wordllama", "watchfiles", "textual"}  # the base uses an HTTP model and watches nothing
+
+PROBE = """
+import json, sys
+from ktui.tui.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})), file=sys.stderr)
+"""
+
+
+def imported(ktui: Ktui, *args: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ktui.work, env=ktui.env(),
+                          capture_output=True, text=True, timeout=60, check=True)
+    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+
+@pytest.mark.slow
+def test_search_and_list_import_no_parser_and_no_unused_provider(tmp_path, server):  # noqa: F811
+    ktui = Ktui(tmp_path, server.url)
+    (ktui.work / "otters.md").write_text("# Otters\nSea otters hold hands while they sleep.", encoding="utf-8")
+    ktui("base", "create", "Notes")
+    ktui("add", "Notes", "otters.md", "--wait")
+    assert INGEST & imported(ktui, "add", "Notes", "--note", "Badgers dig", "--wait")  # the probe sees imports
+
+    searched = imported(ktui, "search", "Notes", "sea otters")
+    assert not searched & (INGEST | UNUSED), searched & (INGEST | UNUSED)
+    assert "httpx" in searched  # the base's model is served over HTTP
+    listed = imported(ktui, "base", "list")
+    assert not listed & (INGEST | UNUSED | {"httpx"}), listed & (INGEST | UNUSED | {"httpx"})
