@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from ktui.core.config import Settings
+from ktui.core import Settings
 from ktui.core.errors import KnowledgeError
 from ktui.core.models import ROOT, ItemChanged, ItemsAdded, ItemsRemoved, ItemStatus, KnowledgeItem
 from ktui.tui.cli_text import printable

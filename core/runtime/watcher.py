@@ -16,7 +16,6 @@ import logging
 import os
 from collections.abc import Callable
 
-
 log = logging.getLogger(__name__)
 
 RefreshRequest = Callable[[str, str], None]  # (base_id, item_id)
