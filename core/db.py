@@ -1,6 +1,6 @@
 """The catalogue database (`knowledge.db`): connection, pragmas, migrations.
 
-One aiosqlite connection per open service. Writers and readers share it, so every
+One sqlite3 connection per open service, on its own thread (core/sqlite_thread.py). Writers and readers share it, so every
 statement sequence goes through `Database.transaction()` / `Database.read()`,
 which serialise on one asyncio lock: a coroutine can never observe another's
 half-finished transaction on the shared connection.
@@ -23,9 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiosqlite
-
 from ktui.core.errors import SchemaVersionError, StoreError
+from ktui.core.sqlite_thread import AsyncConnection
 from ktui.core.storage_faults import rollback_quietly, storage_error
 
 T = TypeVar("T")
@@ -170,7 +169,7 @@ def new_id() -> str:
 class Database:
     """The shared connection plus the lock that serialises statement sequences on it."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path):
+    def __init__(self, conn: AsyncConnection, path: Path):
         self._conn = conn
         self.path = path
         self._lock = asyncio.Lock()
@@ -180,7 +179,7 @@ class Database:
         path = data_dir / DB_FILENAME
         try:
             data_dir.mkdir(parents=True, exist_ok=True)
-            conn = await aiosqlite.connect(path, isolation_level=None)
+            conn = await AsyncConnection.connect(path, name="ktui-catalogue")
         except Exception as exc:  # unreadable dir, not a database...
             fault = storage_error(exc, path)
             if fault is not None:
@@ -188,7 +187,6 @@ class Database:
             if isinstance(exc, FileExistsError):
                 raise StoreError(f"Cannot open database {path}: {exc.filename} is a file, not a folder") from exc
             raise StoreError(f"Cannot open database {path}: {exc}") from exc
-        conn.row_factory = aiosqlite.Row
         db = cls(conn, path)
         try:
             # Refuse a newer database before any pragma that writes (journal_mode = WAL
@@ -196,7 +194,7 @@ class Database:
             db._refuse_newer(await db._read_version())
             await db._configure()
             await db._migrate()
-        except aiosqlite.Error as exc:  # locked past the busy timeout, disk full, I/O error...
+        except sqlite3.Error as exc:  # locked past the busy timeout, disk full, I/O error...
             await conn.close()
             fault = storage_error(exc, path)
             if fault is not None:
@@ -212,9 +210,9 @@ class Database:
             await self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             async with self._conn.execute("PRAGMA user_version") as cur:
                 (version,) = await cur.fetchone()
-        except aiosqlite.DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
-        return version
+        return int(version)
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
@@ -235,14 +233,14 @@ class Database:
                 try:
                     await self._conn.execute(pragma)
                     break
-                except aiosqlite.OperationalError as exc:
+                except sqlite3.OperationalError as exc:
                     # Switching to WAL needs an exclusive lock and SQLite answers "locked"
                     # at once (no busy handler) while another connection opens the same
                     # fresh file: retry within the busy timeout.
                     if "locked" not in str(exc) or time.monotonic() > deadline:
                         raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
                     await asyncio.sleep(0.01)
-                except aiosqlite.DatabaseError as exc:
+                except sqlite3.DatabaseError as exc:
                     raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
 
     async def _migrate(self) -> None:
@@ -267,10 +265,10 @@ class Database:
     async def user_version(self) -> int:
         async with self.read() as conn, conn.execute("PRAGMA user_version") as cur:
             (version,) = await cur.fetchone()
-        return version
+        return int(version)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any exception (including cancellation)."""
         async with self._lock:
             try:
@@ -301,9 +299,9 @@ class Database:
         thread, in one hop.
 
         The hot paths (status writes during indexing) issue half a dozen statements per
-        call; awaiting each through aiosqlite costs a thread round trip and an event-loop
-        wake-up apiece. aiosqlite has no public "run this function on your thread"
-        call, so this uses its `_execute` queue (present in every release since 0.11).
+        call; awaiting each separately costs a thread round trip and an event-loop
+        wake-up apiece. If the caller is cancelled meanwhile, the function still
+        commits or rolls back as a whole on the thread.
         """
 
         def run(conn: sqlite3.Connection) -> T:
@@ -318,7 +316,7 @@ class Database:
 
         async with self._lock:
             try:
-                return await self._conn._execute(run, self._conn._conn)
+                return await self._conn.call(run)
             except sqlite3.Error as exc:
                 fault = storage_error(exc, self.path)
                 if fault is not None:
@@ -326,15 +324,15 @@ class Database:
                 raise
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self._lock:
             yield self._conn
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         async with self.read() as conn:
             return list(await conn.execute_fetchall(sql, params))  # one thread hop
 
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 

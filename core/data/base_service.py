@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiosqlite
-
 from ktui.core.data.rows import BASE_COLUMNS, base_from_row, group_from_row
 from ktui.core.data.validation import (
     BASE_PATCHABLE,
@@ -40,6 +38,7 @@ from ktui.core.models import (
     Page,
     SearchMode,
 )
+from ktui.core.sqlite_thread import AsyncConnection
 
 BeforeCommit = Callable[[KnowledgeBase], Awaitable[None]]
 
@@ -153,7 +152,7 @@ class KnowledgeBaseService:
         async with self._db.read() as conn:
             return await self._get(conn, base_id)
 
-    async def _get(self, conn: aiosqlite.Connection, base_id: str) -> KnowledgeBase:
+    async def _get(self, conn: AsyncConnection, base_id: str) -> KnowledgeBase:
         rows = await conn.execute_fetchall(f"SELECT {BASE_COLUMNS} FROM knowledge_base WHERE id = ?", (base_id,))
         if not rows:
             raise NotFoundError("Knowledge base", base_id)
@@ -250,7 +249,7 @@ class KnowledgeBaseService:
         rows = await self._db.fetchall("SELECT * FROM knowledge_group ORDER BY name COLLATE NOCASE, id")
         return [group_from_row(r) for r in rows]
 
-    async def _require_group(self, conn: aiosqlite.Connection, group_id: str) -> None:
+    async def _require_group(self, conn: AsyncConnection, group_id: str) -> None:
         async with conn.execute("SELECT 1 FROM knowledge_group WHERE id = ?", (group_id,)) as cur:
             if await cur.fetchone() is None:
                 raise ValidationError.field("group_id", f"no such group: {group_id}")

@@ -15,8 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiosqlite
-
 from ktui.core.data.rows import BASE_COLUMNS, ITEM_COLUMNS, base_from_row, data_to_json, item_from_row
 from ktui.core.data.validation import (
     ValidItem,
@@ -42,6 +40,7 @@ from ktui.core.models import (
     KnowledgeItem,
     Page,
 )
+from ktui.core.sqlite_thread import AsyncConnection
 
 CHILD_FAILED_MESSAGE = "One or more child items failed"
 _SQL_VARS = 500  # ids per IN (...) list, well under SQLite's variable limit
@@ -420,18 +419,18 @@ class KnowledgeItemService:
 
     # --- helpers ----------------------------------------------------------
 
-    async def _require_base(self, conn: aiosqlite.Connection, base_id: str) -> None:
+    async def _require_base(self, conn: AsyncConnection, base_id: str) -> None:
         async with conn.execute("SELECT 1 FROM knowledge_base WHERE id = ?", (base_id,)) as cur:
             if await cur.fetchone() is None:
                 raise NotFoundError("Knowledge base", base_id)
 
-    async def _get(self, conn: aiosqlite.Connection, item_id: str) -> KnowledgeItem:
+    async def _get(self, conn: AsyncConnection, item_id: str) -> KnowledgeItem:
         rows = await conn.execute_fetchall(f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE id = ?", (item_id,))
         if not rows:
             raise NotFoundError("Knowledge item", item_id)
         return item_from_row(rows[0])
 
-    async def _get_many(self, conn: aiosqlite.Connection, item_ids: list[str]) -> list[KnowledgeItem]:
+    async def _get_many(self, conn: AsyncConnection, item_ids: list[str]) -> list[KnowledgeItem]:
         found: dict[str, KnowledgeItem] = {}
         for part in _chunks(item_ids):
             async with conn.execute(

@@ -514,15 +514,3 @@ def test_a_deep_chain_cascades(raw):
         insert_item(raw, f"c{i}", "directory", group_id=f"c{i - 1}")
     raw.execute("DELETE FROM knowledge_item WHERE id = 'c0'")
     assert raw.execute("SELECT count(*) FROM knowledge_item").fetchone()[0] == 0
-
-
-def test_the_private_aiosqlite_hook_run_in_transaction_needs_is_there():
-    """Database.run_in_transaction runs a function on aiosqlite's thread through the
-    private `Connection._execute` (pyproject caps aiosqlite below 0.23 for it). If
-    this fails after raising the cap, run_in_transaction needs another way in."""
-    import inspect
-
-    import aiosqlite
-
-    assert inspect.iscoroutinefunction(aiosqlite.Connection._execute)
-    assert list(inspect.signature(aiosqlite.Connection._execute).parameters)[:2] == ["self", "fn"]

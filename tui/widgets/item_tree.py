@@ -213,8 +213,8 @@ class ItemTree(Tree[ItemNode]):
         """Lines inserted above the viewport must not scroll what the user is reading."""
         if anchor is None:
             return
-        self._tree_lines  # rebuild now so _line is current  # noqa: B018
-        self.scroll_to(y=anchor._line, animate=False, immediate=True)
+        _ = self.last_line  # public Tree API; rebuilds the line cache now so `anchor.line` is current
+        self.scroll_to(y=anchor.line, animate=False, immediate=True)
 
     # --- live updates (called by the app with one coalesced batch) ---------
 
