@@ -121,7 +121,7 @@ class KnowledgeOrchestrationService:
 
     async def create_base(
         self, name: Any, embedding_model_id: Any = None, dimensions: Any = None, *, free_name: bool = False,
-        **config: Any,
+        group_name: Any = None, **config: Any,
     ) -> KnowledgeBase:
         model = require_model_id(embedding_model_id or self.settings.default_embedding_model)
         self.embeddings.parse_model_id(model)  # unknown provider -> ValidationError naming the field
@@ -145,6 +145,7 @@ class KnowledgeOrchestrationService:
             before_commit=create_store,
             defaults={"chunk_size": self.settings.chunk_size, "chunk_overlap": self.settings.chunk_overlap},
             free_name=free_name,
+            group_name=group_name,
         )
         self.bus.publish(BaseChanged(base.id))
         return base

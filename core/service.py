@@ -49,6 +49,7 @@ from ktui.core.models import (
     SearchMode,
     SearchResponse,
 )
+from ktui.core.naming import resolve_base, resolve_group, resolve_item
 from ktui.core.orchestration import KnowledgeOrchestrationService
 from ktui.core.runtime.events import EventBus, Subscription
 from ktui.core.runtime.invariants import check_invariants
@@ -146,9 +147,14 @@ class KnowledgeService:
         name: str,
         embedding_model_id: str | None = None,
         dimensions: int | None = None,
+        *,
+        group_name: str | None = None,
         **config: Unpack[BaseConfig],
     ) -> KnowledgeBase:
-        return await self._workflow.create_base(name, embedding_model_id, dimensions, **config)
+        """Create a base. `group_name` files it under the group of that name, creating the
+        group together with the base (a refused base leaves no group behind); `group_id`
+        in `config` names an existing group instead."""
+        return await self._workflow.create_base(name, embedding_model_id, dimensions, group_name=group_name, **config)
 
     async def restore_base(
         self, source_base_id: str, embedding_model_id: str, dimensions: int | None, name: str | None = None
@@ -206,6 +212,8 @@ class KnowledgeService:
         return base if problem is None else replace(base, store_problem=problem)
 
     async def update_base(self, base_id: str, patch: Mapping[str, Any]) -> KnowledgeBase:
+        """Patch a base's settings (not its model or width). A `group_name` key moves it
+        into the group of that name, created with the patch when there is none."""
         if isinstance(patch, Mapping):
             self._embeddings.check_rerank_model(patch.get("rerank_model_id"))
         base = await self._bases.update(base_id, patch)
@@ -326,15 +334,17 @@ class KnowledgeService:
                             embeddings=self._embeddings, publish=self._bus.publish)
         return await importer.run(parsed)
 
-    async def resolve_base(self, ref: str) -> KnowledgeBase:
-        """A base by id, or by unique name (exact, then case-insensitive)."""
-        from ktui.core.transfer import resolve_base
+    # --- naming (ktui.core.naming: the one place "find X by what a person typed" lives)
 
+    async def resolve_base(self, ref: str) -> KnowledgeBase:
+        """A base by id, unique name, unique id prefix/suffix, or case-insensitive name."""
         return self._with_store_state(resolve_base(await self._bases.list_all(), ref))
 
     async def resolve_item(self, base_id: str, ref: str) -> KnowledgeItem:
         """An item of the base (any level) by id, unique id prefix, source or display name."""
-        from ktui.core.transfer import resolve_item
-
         base = await self._bases.get(base_id)
         return resolve_item(await self._items.list_all(base.id), ref)
+
+    async def resolve_group(self, ref: str) -> KnowledgeGroup:
+        """A group by id, exact name or case-insensitive name."""
+        return resolve_group(await self._bases.list_groups(), ref)

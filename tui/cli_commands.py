@@ -88,22 +88,15 @@ async def _all_items(ks: Any, base_id: str, *, everything: bool, type: str | Non
         page += 1
 
 
-async def _group_id(ks: Any, ref: str | None, *, create: bool) -> str | None:
-    """A group by id or name; `create` makes a missing named group (base create/update)."""
-    if ref is None:
-        return None
-    groups = await ks.list_groups()
-    for match in ([g for g in groups if g.id == ref], [g for g in groups if g.name == ref],
-                  [g for g in groups if g.name.casefold() == ref.casefold()]):
-        if len(match) == 1:
-            return match[0].id
-        if len(match) > 1:
-            raise ValidationError.field("group", f"'{ref}' matches {len(match)} groups; name one by its id")
-    if create:
-        return (await ks.create_group(ref)).id
+async def _group_setting(ks: Any, ref: str) -> dict[str, str]:
+    """`--group REF` for base create/update: an existing group by id or name, else a new
+    group of that name, which the facade creates together with the base (never alone)."""
     from ktui.core.errors import NotFoundError
 
-    raise NotFoundError("Group", ref)
+    try:
+        return {"group_id": (await ks.resolve_group(ref)).id}
+    except NotFoundError:
+        return {"group_name": ref}
 
 
 SETTING_ATTRS = ("emoji", "group", "rerank_model", "chunk_size", "chunk_overlap", "threshold", "top_k", "mode", "alpha")
@@ -123,7 +116,7 @@ async def _base_config(ks: Any, args: argparse.Namespace) -> dict[str, Any]:
     }
     config = {field: getattr(args, attr) for attr, field in mapping.items() if hasattr(args, attr)}
     if hasattr(args, "group"):
-        config["group_id"] = await _group_id(ks, args.group, create=True)
+        config.update(await _group_setting(ks, args.group) if args.group is not None else {"group_id": None})
     return config
 
 
@@ -689,14 +682,14 @@ async def cmd_groups_create(settings: Settings, args: argparse.Namespace) -> int
 
 async def cmd_groups_rename(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings) as ks:
-        group = await ks.rename_group(await _group_id(ks, args.group, create=False), args.name)
+        group = await ks.rename_group((await ks.resolve_group(args.group)).id, args.name)
     dump(group_json(group)) if args.json else say(f"renamed group to {group.name}  {group.id}")
     return EXIT_OK
 
 
 async def cmd_groups_delete(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings) as ks:
-        group_id = await _group_id(ks, args.group, create=False)
+        group_id = (await ks.resolve_group(args.group)).id
         await ks.delete_group(group_id)
     dump({"deleted": group_id}) if args.json else say(f"deleted group {group_id}")
     return EXIT_OK

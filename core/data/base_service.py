@@ -7,7 +7,7 @@ transaction so that a failure rolls the row back.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ktui.core.data.rows import BASE_COLUMNS, base_from_row, group_from_row
@@ -92,16 +92,21 @@ class KnowledgeBaseService:
         before_commit: BeforeCommit | None = None,
         defaults: dict[str, int] | None = None,
         free_name: bool = False,
+        group_name: Any = None,
     ) -> KnowledgeBase:
         """Insert a completed (runnable) base. Names are unique ignoring case (like group
         names: the CLI and exports name bases); `free_name` picks "NAME (2)"… instead of
-        refusing a taken one (restore, import)."""
+        refusing a taken one (restore, import).
+
+        `group_name` puts it in the group of that name, created in the same
+        transaction when there is none: a refused base never leaves a new group behind."""
         clean_name = require_name(name)
         model = require_model_id(embedding_model_id)
         dims = require_dimensions(dimensions)
         cfg = base_config(config or {}, **(defaults or {}))
+        group = _group_name(group_name, cfg.get("group_id"))
         return await self._insert(clean_name, model, dims, BaseStatus.COMPLETED, None, cfg, before_commit,
-                                  free_name=free_name)
+                                  free_name=free_name, group_name=group)
 
     async def create_failed(
         self,
@@ -125,12 +130,15 @@ class KnowledgeBaseService:
 
     async def _insert(self, name: str, model: str | None, dims: int | None, status: BaseStatus,
                       error: KnowledgeBaseErrorCode | None, cfg: dict[str, Any],
-                      before_commit: BeforeCommit | None, *, free_name: bool = False) -> KnowledgeBase:
+                      before_commit: BeforeCommit | None, *, free_name: bool = False,
+                      group_name: str | None = None) -> KnowledgeBase:
         base_id = new_id()
         now = utc_now()
         async with self._db.transaction() as conn:
             name = await _free_base_name(conn, name) if free_name else await _refuse_taken_base_name(conn, name)
-            if cfg["group_id"] is not None:
+            if group_name is not None:
+                cfg = {**cfg, "group_id": await self._group_named(conn, group_name, now)}
+            elif cfg["group_id"] is not None:
                 await self._require_group(conn, cfg["group_id"])
             await conn.execute(
                 f"INSERT INTO knowledge_base ({BASE_COLUMNS}) VALUES "
@@ -175,10 +183,19 @@ class KnowledgeBaseService:
         return [base_from_row(r) for r in rows]
 
     async def update(self, base_id: Any, patch: Any) -> KnowledgeBase:
-        """Patch configuration. The model and dimensions are immutable (restore instead)."""
+        """Patch configuration. The model and dimensions are immutable (restore instead).
+
+        A `group_name` key moves the base into the group of that name, created in the
+        same transaction when there is none (so a refused patch creates no group)."""
         base_id = require_id(base_id, "base_id")
-        clean = validate_base_patch(patch)
+        group_name = None
+        if isinstance(patch, Mapping) and "group_name" in patch:
+            patch = dict(patch)
+            group_name = _group_name(patch.pop("group_name"), patch.get("group_id"))
+        clean = validate_base_patch(patch) if patch or group_name is None else {}
         async with self._db.transaction() as conn:
+            if group_name is not None:
+                clean["group_id"] = await self._group_named(conn, group_name, utc_now())
             current = await self._get(conn, base_id)
             merged = {key: getattr(current, key) for key in BASE_PATCHABLE}
             merged.update(clean)
@@ -249,10 +266,33 @@ class KnowledgeBaseService:
         rows = await self._db.fetchall("SELECT * FROM knowledge_group ORDER BY name COLLATE NOCASE, id")
         return [group_from_row(r) for r in rows]
 
+    async def _group_named(self, conn: AsyncConnection, name: str, now: str) -> str:
+        """The id of the group called `name` (case-insensitive, like the uniqueness
+        rule), inserted on this transaction when there is none."""
+        async with conn.execute("SELECT id FROM knowledge_group WHERE name = ? COLLATE NOCASE", (name,)) as cur:
+            row = await cur.fetchone()
+        if row is not None:
+            return str(row[0])
+        group_id = new_id()
+        await conn.execute(
+            "INSERT INTO knowledge_group (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            (group_id, name, now, now),
+        )
+        return group_id
+
     async def _require_group(self, conn: AsyncConnection, group_id: str) -> None:
         async with conn.execute("SELECT 1 FROM knowledge_group WHERE id = ?", (group_id,)) as cur:
             if await cur.fetchone() is None:
                 raise ValidationError.field("group_id", f"no such group: {group_id}")
+
+
+def _group_name(raw: Any, group_id: Any) -> str | None:
+    """A validated `group_name` (None when absent); naming a group both ways is refused."""
+    if raw is None:
+        return None
+    if group_id is not None:
+        raise ValidationError.field("group_name", "give group_id or group_name, not both")
+    return require_name(raw, "group_name")
 
 
 def require_runnable(base: KnowledgeBase) -> KnowledgeBase:

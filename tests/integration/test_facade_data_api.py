@@ -348,3 +348,36 @@ def test_facade_add_items_refuses_hostile_payloads_without_writing(runner, sync_
         runner.run(go())
 
     run()
+
+
+async def test_create_base_with_a_group_name_reuses_or_creates_the_group_with_the_base(ks):
+    work = await ks.create_group("Work")
+    same = await ks.create_base("Docs", FAKE_MODEL, DIMS, group_name="work")  # names match regardless of case
+    assert same.group_id == work.id
+    fresh = await ks.create_base("Notes", FAKE_MODEL, DIMS, group_name="Home")
+    home = await ks.resolve_group("home")
+    assert fresh.group_id == home.id and home.name == "Home"
+    assert [g.name for g in await ks.list_groups()] == ["Home", "Work"]
+
+
+async def test_a_refused_base_leaves_no_group_behind(ks):
+    with pytest.raises(ValidationError, match="chunk_overlap"):
+        await ks.create_base("Bad", FAKE_MODEL, DIMS, group_name="Orphan", chunk_size=100, chunk_overlap=100)
+    with pytest.raises(ValidationError, match="group_name"):
+        await ks.create_base("Bad", FAKE_MODEL, DIMS, group_name="  ")
+    work = await ks.create_group("Work")
+    with pytest.raises(ValidationError, match="group_name"):
+        await ks.create_base("Both", FAKE_MODEL, DIMS, group_id=work.id, group_name="Work")
+    assert [g.name for g in await ks.list_groups()] == ["Work"]
+    assert (await ks.list_bases()).total == 0
+
+
+async def test_update_base_moves_into_a_named_group_and_a_refused_patch_creates_none(ks):
+    base = await ks.create_base("Docs", FAKE_MODEL, DIMS)
+    moved = await ks.update_base(base.id, {"group_name": "Later"})
+    assert moved.group_id == (await ks.resolve_group("Later")).id
+    with pytest.raises(ValidationError, match="threshold"):
+        await ks.update_base(base.id, {"group_name": "Never", "threshold": 7})
+    assert [g.name for g in await ks.list_groups()] == ["Later"]
+    with pytest.raises(NotFoundError):
+        await ks.resolve_group("Never")

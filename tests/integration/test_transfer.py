@@ -23,14 +23,14 @@ from ktui.core.models import (
     KnowledgeBaseErrorCode,
     SearchMode,
 )
+from ktui.core.naming import resolve_base
 from ktui.core.transfer import (
     EXPORT_FORMAT,
     BaseImportReport,
-    clean_config,
     parse_document,
     read_document,
-    resolve_base,
 )
+from ktui.core.transfer.cleaning import clean_config
 from tests.support.embedding_server import (
     embedding_server_fixture,
     start_embedding_server,

@@ -181,22 +181,15 @@ class BaseFormScreen(FormDialog):
             dims = self._number("dimensions", int)
             self.run_call("save", self._create(config, group, model if isinstance(model, str) else None, dims))
 
-    async def _group_id(self, name: str) -> str | None:
-        if not name:
-            return None
-        for group in await self.ks.list_groups():
-            if group.name.casefold() == name.casefold():
-                return group.id
-        return (await self.ks.create_group(name)).id
-
     async def _create(self, config: dict[str, Any], group: str, model: str | None, dims: Any) -> KnowledgeBase:
+        # the facade finds or creates the group with the base, so a refused base leaves no group
         name = config.pop("name")
         config = {k: v for k, v in config.items() if v is not None}
-        group_id = await self._group_id(group)
-        if group_id:
-            config["group_id"] = group_id
-        return await self.ks.create_base(name, model, dims, **config)
+        return await self.ks.create_base(name, model, dims, group_name=group or None, **config)
 
     async def _update(self, base_id: str, config: dict[str, Any], group: str) -> KnowledgeBase:
-        config["group_id"] = await self._group_id(group)
+        if group:
+            config["group_name"] = group
+        else:
+            config["group_id"] = None
         return await self.ks.update_base(base_id, config)
