@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +60,7 @@ from ktui.core.runtime.group_commit import GroupCommit
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
 from ktui.core.runtime.read_ahead import Parsed, ReadAhead
+from ktui.core.runtime.stats import QueueFigures
 from ktui.core.runtime.watcher import FolderWatcher
 from ktui.core.storage_faults import LOW_SPACE_BYTES, free_bytes
 from ktui.core.store import BaseStore, StoreManager
@@ -75,8 +74,6 @@ SHUTDOWN_MESSAGE = "interrupted by shutdown"
 DISK_FULL_PREFIX = "no space left on device"
 RESERVE_FILENAME = ".space-reserve"  # see KnowledgeRuntimeService._make_reserve
 SPACE_PROBE_S = 1.0  # how often a queue paused by a full disk looks for free space again
-RATE_WINDOW_S = 5.0
-STATS_INTERVAL_S = 0.2
 READ_AHEAD_FILES = 64  # files read (and embedded) ahead: a provider batch, whatever `concurrency` is
 
 
@@ -110,10 +107,7 @@ class KnowledgeRuntimeService:
         self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency)
         self.queue.on_change = self._queue_changed
         self._locks: dict[str, asyncio.Lock] = {}
-        self._chunk_times: deque[tuple[float, int]] = deque()
-        self._chunks_total = 0
-        self._stats_handle: asyncio.TimerHandle | None = None
-        self._last_stats = 0.0
+        self.figures = QueueFigures(self.queue, bus)
         self._closed = False
         self.watcher = FolderWatcher(self.request_refresh)
         self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout)
@@ -283,8 +277,7 @@ class KnowledgeRuntimeService:
                     log.warning("could not mark unfinished work at shutdown: %s", exc)
                 else:
                     self.bus.publish_all([self._changed(i) for i in changed])
-        if self._stats_handle is not None:
-            self._stats_handle.cancel()
+        self.figures.cancel()
         if self._fetcher is not None:
             await self._fetcher.aclose()
         await self.parse_pool.close()
@@ -729,44 +722,16 @@ class KnowledgeRuntimeService:
     # --- figures ----------------------------------------------------------
 
     def _record_chunks(self, n: int) -> None:
-        now = time.monotonic()
-        self._chunk_times.append((now, n))
-        self._chunks_total += n
-        self._queue_changed()
+        self.figures.record_chunks(n)
 
     def chunks_per_second(self) -> float:
-        now = time.monotonic()
-        while self._chunk_times and now - self._chunk_times[0][0] > RATE_WINDOW_S:
-            self._chunk_times.popleft()
-        if not self._chunk_times:
-            return 0.0
-        span = max(now - self._chunk_times[0][0], 1.0)
-        return sum(n for _, n in self._chunk_times) / span
+        return self.figures.rate.per_second()
 
     def stats(self) -> QueueStats:
-        return QueueStats(
-            pending=self.queue.pending_count,
-            running=self.queue.running_count,
-            done=self.queue.done,
-            failed=self.queue.failed,
-            chunks_per_second=round(self.chunks_per_second(), 1),
-            chunks=self._chunks_total,
-            paused=self.queue.paused,
-        )
+        return self.figures.stats()
 
     def _queue_changed(self) -> None:
-        """Publish queue figures at most every STATS_INTERVAL_S (time-batched)."""
-        if self._stats_handle is not None:
-            return
-        loop = asyncio.get_running_loop()
-        delay = max(0.0, STATS_INTERVAL_S - (loop.time() - self._last_stats))
-
-        def emit() -> None:
-            self._stats_handle = None
-            self._last_stats = loop.time()
-            self.bus.publish(self.stats())
-
-        self._stats_handle = loop.call_later(delay, emit)
+        self.figures.changed()
 
 
 
