@@ -31,7 +31,6 @@ from ktui.core.errors import (
     DiskFullError,
     IngestError,
     KnowledgeError,
-    NotFoundError,
     StoreDamagedError,
     StoreError,
     TaskInterrupted,
@@ -60,6 +59,7 @@ from ktui.core.runtime.group_commit import GroupCommit
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
 from ktui.core.runtime.read_ahead import Parsed, ReadAhead
+from ktui.core.runtime.recovery import DISK_FULL_PREFIX, SHUTDOWN_MESSAGE, describe_error, recover
 from ktui.core.runtime.stats import QueueFigures
 from ktui.core.runtime.watcher import FolderWatcher
 from ktui.core.storage_faults import LOW_SPACE_BYTES, free_bytes
@@ -70,20 +70,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_MESSAGE = "interrupted by shutdown"
-DISK_FULL_PREFIX = "no space left on device"
 RESERVE_FILENAME = ".space-reserve"  # see KnowledgeRuntimeService._make_reserve
 SPACE_PROBE_S = 1.0  # how often a queue paused by a full disk looks for free space again
 READ_AHEAD_FILES = 64  # files read (and embedded) ahead: a provider batch, whatever `concurrency` is
-
-
-def describe_error(exc: BaseException) -> str:
-    """A one-line, user-facing message for a failed item."""
-    if isinstance(exc, KnowledgeError):
-        return str(exc) or type(exc).__name__
-    if isinstance(exc, OSError):
-        return f"{exc.strerror or type(exc).__name__}: {exc.filename}" if exc.filename else str(exc)
-    return f"Unexpected error: {type(exc).__name__}: {exc}"
 
 
 class KnowledgeRuntimeService:
@@ -195,64 +184,8 @@ class KnowledgeRuntimeService:
             self._refreshing.discard(item_id)
 
     async def recover(self) -> list[str]:
-        """Re-queue what a shutdown interrupted or a crash left `processing`, so nothing stays stuck.
-
-        Containers that were still preparing lose their partial children and prepare
-        again; containers waiting on children are reconciled (their leaves re-queue).
-        """
-        stuck = await self.items.by_status([ItemStatus.PROCESSING, ItemStatus.FAILED])
-        stuck = [
-            i for i in stuck
-            if (i.status == ItemStatus.PROCESSING or i.error == SHUTDOWN_MESSAGE
-                or (i.error or "").startswith(DISK_FULL_PREFIX))
-            and not self.queue.is_active(i.id)
-        ]
-        usable = {b.id: b for b in await self.bases.list_all() if b.is_usable}
-        requeued: list[str] = []
-        waiting_containers: list[KnowledgeItem] = []
-        # Roots first: re-preparing a folder drops its whole subtree, so stuck items below
-        # it may be gone by the time the loop reaches them (skipped, not an error).
-        stuck.sort(key=lambda i: i.group_id is not None)
-        for item in stuck:
-            if item.base_id not in usable:
-                continue
-            try:
-                if item.type in CONTAINER_TYPES:
-                    # A top-level folder with no children never got through preparing: accepted
-                    # (or force-reindexed) and still queued when the process died. Reconciling
-                    # it would mark it completed with nothing in it, so prepare it again.
-                    unprepared = item.group_id is None and not await self.items.children(item.id)
-                    if item.phase == ItemPhase.PREPARING or unprepared:
-                        # `preparing`, not a bare `processing`: that would be reconciled from the
-                        # (now absent) children to `completed`, and a second crash would keep it
-                        await self._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
-                        # vectors before rows: leaves indexed before the crash must not
-                        # leave chunks behind that belong to no item
-                        leaves = [i.id for i in await self.items.leaves_under([item.id]) if i.id != item.id]
-                        try:
-                            await self.delete_vectors(usable[item.base_id], leaves)
-                        except StoreError as exc:  # keep the rows; say why it stopped
-                            await self._set(item, ItemStatus.FAILED,
-                                            error=f"Could not resume after a crash: {describe_error(exc)}")
-                            continue
-                        await self.items.delete_children(item.id)
-                        self.queue.enqueue(TaskKind.PREPARE_ROOT, item.base_id, item.id)
-                        requeued.append(item.id)
-                    else:
-                        waiting_containers.append(item)
-                else:
-                    if item.status != ItemStatus.PROCESSING or item.phase is not None:
-                        await self._set(item, ItemStatus.PROCESSING)
-                    self.queue.enqueue(TaskKind.INDEX_LEAF, item.base_id, item.id)
-                    requeued.append(item.id)
-            except NotFoundError:
-                continue  # removed with a folder that is being prepared again
-        for container in waiting_containers:
-            try:
-                self.bus.publish_all([self._changed(i) for i in await self.items.reconcile(container.id)])
-            except NotFoundError:
-                continue
-        return requeued
+        """Re-queue what a shutdown interrupted or a crash left `processing` (recovery.py)."""
+        return await recover(self)
 
     async def close(self) -> None:
         """Interrupt running work, mark everything unfinished failed ("interrupted by shutdown")."""
@@ -779,3 +712,6 @@ class _BackgroundWrite:
             raise
         except Exception:
             pass
+
+
+__all__ = ["DISK_FULL_PREFIX", "SHUTDOWN_MESSAGE", "KnowledgeRuntimeService", "describe_error"]
