@@ -73,6 +73,7 @@ class IngestSettings:
     max_redirects: int = 5
     parse_workers: int = 1  # processes that read and chunk files (0 = threads in the main process)
     parse_timeout: float = 300.0  # seconds one file may take to read and chunk before it fails
+    parse_memory_mb: int = 2048  # address space of a parse worker (RLIMIT_AS); past it the file fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +245,7 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         "max_redirects": ("int", 0),
         "parse_workers": ("int", 0),
         "parse_timeout": ("float", 1.0),
+        "parse_memory_mb": ("int", 256),
     })
     embeddings = p.section(raw, "embeddings", EmbeddingSettings, {
         "batch_size": ("int", 1),

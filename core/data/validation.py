@@ -303,6 +303,34 @@ def require_http_url(value: Any, field: str) -> str:
     return url
 
 
+# Folders whose whole tree is never a knowledge base: the system's own, and the home
+# folder itself (its sub-folders are fine). The TUI may ask for confirmation instead.
+_SYSTEM_DIRS = frozenset(
+    ["/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
+     "/root", "/run", "/sbin", "/srv", "/sys", "/usr", "/var", "/snap", "/System", "/Library",
+     "/Applications", "/Volumes", "/private", "/nix"]
+)
+
+
+def _too_broad(path: Path) -> str | None:
+    """Why a directory item for `path` is refused, or None."""
+    try:
+        real = Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        real = path
+    if real.parent == real:
+        return "the root of a file system"
+    if str(real) in _SYSTEM_DIRS:
+        return "a system folder"
+    try:
+        home = Path(os.path.realpath(Path.home()))
+    except (OSError, RuntimeError):
+        home = None
+    if home is not None and real == home and home.parent != home:
+        return "your home folder itself"
+    return None
+
+
 def _require_path(value: Any, field: str, *, want_dir: bool) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError.field(field, "must be a non-empty path")
@@ -319,6 +347,12 @@ def _require_path(value: Any, field: str, *, want_dir: bool) -> str:
         raise ValidationError.field(field, f"does not exist: {path}")
     if want_dir and not is_dir:
         raise ValidationError.field(field, f"is not a directory: {path}")
+    if want_dir:
+        too_broad = _too_broad(path)
+        if too_broad:
+            raise ValidationError.field(
+                field, f"{path} is {too_broad}: indexing it would crawl far more than anyone means to; "
+                "add the folders inside it that you want")
     if not want_dir and is_dir:
         raise ValidationError.field(field, f"is a directory (add it as a directory item): {path}")
     if not want_dir and not is_file:

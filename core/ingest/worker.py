@@ -48,13 +48,19 @@ def write_message(stream: BinaryIO, message: Any) -> None:
     stream.flush()
 
 
-def serve(requests: BinaryIO, answers: BinaryIO) -> None:
+def serve(requests: BinaryIO, answers: BinaryIO, memory_mb: int | None = None) -> None:
     table = functions()  # the parsers load before "ready": a first file's timeout must not pay for them
     write_message(answers, ("ready",))
     while (request := read_message(requests)) is not None:
         name, args = request
         try:
             answer: Any = ("ok", table[name](*args))
+        except MemoryError:
+            # past the address-space limit: say which limit, then let the pool replace us
+            # (a half-built object graph may still hold the memory)
+            limit = f"its memory limit of {memory_mb} MiB" if memory_mb else "the memory available"
+            write_message(answers, ("error", f"the parser passed {limit} (ingest.parse_memory_mb)", True, "restart"))
+            return
         except KnowledgeError as exc:
             answer = ("error", str(exc), True)
         except Exception as exc:  # a parser bug: report it, keep serving
@@ -62,12 +68,29 @@ def serve(requests: BinaryIO, answers: BinaryIO) -> None:
         write_message(answers, answer)
 
 
+def limit_memory(memory_mb: int) -> None:
+    """Cap this process's address space: a hostile file (9M tiny docx paragraphs) then
+    fails with MemoryError here instead of driving the machine into swap."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return
+    limit = memory_mb * 1024 * 1024
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
 def main() -> None:
+    memory_mb = int(os.environ.get("KTUI_PARSE_MEMORY_MB", "0") or 0) or None
+    if memory_mb:
+        limit_memory(memory_mb)
     # the protocol owns the real stdout; anything a library prints goes to stderr
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    serve(sys.stdin.buffer, answers)
+    serve(sys.stdin.buffer, answers, memory_mb)
 
 
 if __name__ == "__main__":

@@ -52,9 +52,10 @@ class _Worker:
 
 
 class ParsePool:
-    def __init__(self, workers: int, timeout: float):
+    def __init__(self, workers: int, timeout: float, memory_mb: int | None = None):
         self.workers = workers
         self.timeout = timeout
+        self.memory_mb = memory_mb  # address-space limit of each worker (RLIMIT_AS)
         self._idle: asyncio.Queue[_Worker | None] | None = None
         self._all: set[_Worker] = set()
         self._killed: set[_Worker] = set()  # killed but not yet reaped: close() waits for them
@@ -78,14 +79,27 @@ class ParsePool:
             if worker is None or worker.process.returncode is not None:
                 worker = await self._start()
             answer = await asyncio.wait_for(worker.call(name, args), self.timeout)
+            if len(answer) > 3 and answer[3] == "restart":  # past a limit: the worker is ending
+                self._drop(worker)
+                worker = None
         except TimeoutError:
             self._drop(worker)
             worker = None
             raise IngestError(f"Reading took longer than {self.timeout:g} s and was stopped: {what}") from None
         except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
+            dead = worker
             self._drop(worker)
             worker = None
-            raise IngestError(f"The parser crashed while reading {what}") from None
+            why = ""
+            if dead is not None:
+                try:
+                    code = await asyncio.wait_for(dead.process.wait(), 2)
+                except TimeoutError:
+                    code = None
+                if code is not None and code < 0:
+                    why = f" (killed by signal {-code}"
+                    why += f"; it may have passed its memory limit of {self.memory_mb} MiB)" if self.memory_mb else ")"
+            raise IngestError(f"The parser crashed while reading {what}{why}") from None
         except BaseException:
             # cancelled mid-call: the answer would arrive out of step with the next request
             self._drop(worker)
@@ -104,8 +118,14 @@ class ParsePool:
         # -P: the worker never puts its working directory on sys.path, so a folder
         # holding a package named `ktui` (or anything the parsers import) cannot
         # stand in for the installed one.
+        env = None
+        if self.memory_mb:
+            import os
+
+            env = {**os.environ, "KTUI_PARSE_MEMORY_MB": str(self.memory_mb)}
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-P", "-m", "ktui.core.ingest.worker",
+            env=env,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,  # parser chatter must never paint over the TUI

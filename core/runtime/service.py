@@ -99,7 +99,8 @@ class KnowledgeRuntimeService:
         self.figures = QueueFigures(self.queue, bus)
         self._closed = False
         self.watcher = FolderWatcher(self.request_refresh)
-        self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout)
+        self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout,
+                                    settings.ingest.parse_memory_mb)
         self.read_ahead = ReadAhead(
             self.queue, items, self.parse_pool, settings.ingest,
             depth=max(settings.concurrency, READ_AHEAD_FILES), embed_ahead=self._embed_ahead,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,27 @@ from ktui.core.transfer.reports import (
 # --- reading documents ----------------------------------------------------
 
 
+# An export holds text and settings, not vectors: far below this. $KTUI_IMPORT_MAX_MB changes it.
+MAX_IMPORT_BYTES = max(1, int(os.environ.get("KTUI_IMPORT_MAX_MB", "256") or 256)) << 20
+
+
 def read_document(path: Path | str) -> dict[str, Any]:
     """Load a JSON document from a file ('-' is stdin), naming the file in any error."""
     import sys
 
     label = "stdin" if str(path) == "-" else str(path)
+    limit = MAX_IMPORT_BYTES
     try:
-        text = sys.stdin.read() if str(path) == "-" else Path(path).expanduser().read_text(encoding="utf-8")
+        if str(path) == "-":
+            raw = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(Path(path).expanduser(), "rb") as fh:  # a FIFO or /dev/zero has no size: read a bounded amount
+                raw = fh.read(limit + 1)
+        if len(raw) > limit:
+            raise ValidationError.field(
+                "file", f"{label} is larger than the import limit of {limit // (1 << 20)} MiB "
+                f"(an export of ktui is far smaller; is this the right file?)")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ValidationError.field("file", f"does not exist: {label}") from None
     except (OSError, UnicodeDecodeError) as exc:

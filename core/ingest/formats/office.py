@@ -13,6 +13,7 @@ import re
 from datetime import date, datetime, time
 from typing import Any
 
+from ktui.core.errors import IngestError
 from ktui.core.ingest.formats.text import MARKDOWN, PLAIN, no_text_error
 from ktui.core.models import Document
 
@@ -28,6 +29,10 @@ def _cell_text(value: Any) -> str:
     if isinstance(value, (datetime, date, time)):
         return value.isoformat()
     return " ".join(str(value).split())
+
+
+MAX_CELLS = 5_000_000  # spreadsheet cells walked per file (empty ones count: they cost the same)
+MAX_BLOCKS = 1_000_000  # paragraphs and tables per document
 
 
 def _row(cells: list[str]) -> str:
@@ -49,7 +54,9 @@ def parse_docx(data: bytes, source: str, label: str) -> list[Document]:
 
     document = docx.Document(io.BytesIO(data))
     lines: list[str] = []
-    for block in document.iter_inner_content():
+    for count, block in enumerate(document.iter_inner_content()):
+        if count >= MAX_BLOCKS:
+            raise IngestError(f"{label} passes the limit of {MAX_BLOCKS:,} paragraphs and tables")
         if isinstance(block, Table):
             for row in block.rows:
                 line = _row([_cell_text(c.text) for c in row.cells])
@@ -134,9 +141,18 @@ def parse_xlsx(data: bytes, source: str, label: str) -> list[Document]:
     workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     try:
         docs: list[Document] = []
+        cells = 0
         for sheet in workbook.worksheets:
+            # the dimension a file *claims* (A1:XFD1048576 in a 5 KB file) pads every row to
+            # its width; count the cells that are really there instead
+            sheet.reset_dimensions()
             lines = []
             for values in sheet.iter_rows(values_only=True):
+                cells += len(values)
+                if cells > MAX_CELLS:
+                    # a 5 KB file can claim the whole 1M x 16k grid: refuse instead of walking it
+                    raise IngestError(f"{label} passes the limit of {MAX_CELLS:,} spreadsheet cells "
+                                      f"(in sheet '{sheet.title}')")
                 line = _row([_cell_text(v) for v in values])
                 if line.strip(" |"):
                     lines.append(line)
