@@ -18,6 +18,10 @@ within a few milliseconds of each other, waiting out the rest of the linger afte
 the fifth has arrived is pure idle time. (Counting the waiting callers, not the
 cluster, matters when rounds follow each other less than a linger apart: the
 cluster then never ends, but each round still fills one request.)
+
+Time comes from an injected `clock` and timers from an injected `call_later`
+(both default to the running loop's), so the tests drive the linger and the
+burst learning with a fake clock instead of real sleeps.
 """
 
 from __future__ import annotations
@@ -26,10 +30,19 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 Send = Callable[[list[str]], Awaitable[np.ndarray]]
+Clock = Callable[[], float]
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+CallLater = Callable[[float, Callable[[], None]], Timer]
 
 
 @dataclass
@@ -40,8 +53,11 @@ class _Waiter:
 
 class Coalescer:
     def __init__(self, send: Send, *, max_in_flight: int, batch_size: int,
-                 linger: float = 0.008, busy_calls: int = 3, busy_window: float = 0.05):
+                 linger: float = 0.008, busy_calls: int = 3, busy_window: float = 0.05,
+                 clock: Clock | None = None, call_later: CallLater | None = None):
         self._send = send
+        self._clock = clock
+        self._call_later = call_later
         self._max_in_flight = max(1, max_in_flight)
         self._batch_size = max(1, batch_size)
         self._queue: deque[_Waiter] = deque()
@@ -50,7 +66,7 @@ class Coalescer:
         self._busy_calls = busy_calls
         self._busy_window = busy_window
         self._recent: deque[float] = deque()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._clusters: deque[int] = deque(maxlen=8)  # sizes of the last clusters of calls
         self._cluster = 0  # calls in the current cluster
         self._last_call = float("-inf")
@@ -66,7 +82,7 @@ class Coalescer:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[np.ndarray] = loop.create_future()
         self._queue.append(_Waiter(texts, future))
-        now = loop.time()
+        now = self._clock() if self._clock is not None else loop.time()
         self._recent.append(now)
         while self._recent and now - self._recent[0] > self._busy_window:
             self._recent.popleft()
@@ -83,7 +99,8 @@ class Coalescer:
             # calls are arriving back to back (an indexing burst): wait a few milliseconds
             # so that the next ones share this request; a lone call never waits
             if self._timer is None:
-                self._timer = loop.call_later(self._linger, self._linger_done)
+                call_later = self._call_later or loop.call_later
+                self._timer = call_later(self._linger, self._linger_done)
         else:
             self._pump()
         return await future
