@@ -8,7 +8,8 @@ Run: .venv/bin/python -m pytest tests/benchmarks/test_bench_scale.py -m benchmar
   process): files/s, CPU seconds per file (this process and its parse worker),
   embedding requests. Target: files/s at the largest size >= 0.8x at 2,000.
 * The same largest folder through the facade in-process (no CLI): the CLI within 10 %.
-* The `llm` CLI (`llm embed-multi --files`) on the same files and server, installed
+* The `llm` CLI (`llm embed-multi --files`, model `3-small` pointed at the server with
+  OPENAI_BASE_URL) on the same files and server, installed
   into a venv of its own (KTUI_BENCH_LLM_VENV, default <tmp>/llm-venv; created with pip
   when missing). When it cannot be installed, that is printed and only the in-process
   ratio is given.
@@ -102,13 +103,13 @@ def run_llm(llm: Path, corpus: Path, url: str, work: Path) -> tuple[float, float
     """`llm embed-multi --files` over the corpus against the same server."""
     user = work / "llm-home"
     user.mkdir(parents=True, exist_ok=True)
-    # llm's way to an OpenAI-compatible embedding endpoint: extra-openai-embedding-models.yaml
-    (user / "extra-openai-embedding-models.yaml").write_text(
-        f"- model_id: bench\n  model_name: bench\n  api_base: \"{url}/v1\"\n", encoding="utf-8")
-    env = dict(os.environ, LLM_USER_PATH=str(user), OPENAI_API_KEY="unused")
+    # llm (0.36) reads extra-openai-models.yaml for chat and completion models only; its
+    # OpenAI embedding models use the openai client, which takes the endpoint from
+    # OPENAI_BASE_URL. The test server answers any model name.
+    env = dict(os.environ, LLM_USER_PATH=str(user), OPENAI_API_KEY="unused", OPENAI_BASE_URL=f"{url}/v1")
     before = stats(url)["request_count"]
     wall, cpu, _ = timed([str(llm), "embed-multi", "notes", "--files", str(corpus), "**/*.md",
-                          "-m", "bench", "-d", str(work / "llm.db")], env)
+                          "-m", "3-small", "-d", str(work / "llm.db")], env)
     return wall, cpu, stats(url)["request_count"] - before
 
 
