@@ -56,11 +56,14 @@ def docs(tmp_path: Path) -> Path:
     return root
 
 
-async def until(predicate: Callable[[], bool], pilot, timeout: float = 10.0, what: str = "condition") -> None:
-    """Pause the pilot until `predicate()` holds (the app keeps running meanwhile)."""
-    deadline = time.monotonic() + timeout
+async def until(predicate: Callable[[], bool], pilot, timeout: float | None = None, what: str = "condition") -> None:
+    """Pause the pilot until `predicate()` holds (the app keeps running meanwhile).
+
+    No deadline by default: how long indexing takes depends on the machine's load, and
+    pytest-timeout bounds every test; pass `timeout` only where a wait must fail fast."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     while not predicate():
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.02)
     await pilot.pause()

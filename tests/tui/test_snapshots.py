@@ -136,7 +136,9 @@ def test_item_mid_indexing(snap_compare, settings, corpus, embedding_server):
         base = await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
         app._select_base(base)
         await until(lambda: app.tree.base_id == base.id, pilot)
-        embedding_server.faults.delay(3)  # hold the embedding request: the item stays "embedding"
+        # hold the embedding request past the picture: only the client's own timeout (60 s) or the
+        # app's shutdown ends it, so a slow machine cannot let the item complete first (3 s could)
+        embedding_server.faults.delay(120)
         (item,) = await app.ks.add_items(base.id, [ItemInput("file", {"path": str(corpus / "apples.md")})])
         await until(lambda: item.id in app.tree.nodes_by_id
                     and app.tree.nodes_by_id[item.id].data.phase == ItemPhase.EMBEDDING, pilot)
