@@ -178,7 +178,9 @@ class Database:
     async def open(cls, data_dir: Path) -> Database:
         path = data_dir / DB_FILENAME
         try:
-            data_dir.mkdir(parents=True, exist_ok=True)
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: notes and documents live here
+            if not path.exists():  # SQLite gives its -wal/-shm the database file's mode
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
             conn = await AsyncConnection.connect(path, name="ktui-catalogue")
         except Exception as exc:  # unreadable dir, not a database...
             fault = storage_error(exc, path)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 import uuid
@@ -150,7 +151,8 @@ class BaseStore:
         if create:
             if path.exists():
                 raise StoreError(f"Vector store file {path} already exists")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # private; -wal/-shm follow
         elif not path.is_file():
             raise StoreDamagedError(str(path), "is missing")
         con: sqlite3.Connection | None = None

@@ -102,3 +102,20 @@ async def test_query_not_embedded_and_reranker_down_says_both(tmp_path, server):
     assert "could not be embedded" in response.reason and "Rerank unavailable" in response.reason
     assert response.mode is not None and response.mode.value == "bm25"
 
+
+
+async def test_files_under_the_data_directory_are_private(tmp_path, server):
+    import stat
+
+    data = tmp_path / "fresh" / "data"
+    async with open_service(data, server.url) as ks:
+        base = await ks.create_base("B")
+        await ks.add_items(base.id, [ItemInput("note", {"content": "Private thoughts about otters."})])
+        assert await ks.wait_idle(timeout=30)
+        for folder in (data, data / "bases"):
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+        for name in ("knowledge.db", f"bases/{base.id}.sqlite"):
+            assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
+        for wal in (data / "knowledge.db-wal", data / "bases" / f"{base.id}.sqlite-wal"):
+            if wal.exists():
+                assert stat.S_IMODE(wal.stat().st_mode) == 0o600, wal
