@@ -14,9 +14,11 @@ from ktui.core.data.validation import (
 )
 from ktui.core.errors import KnowledgeError, ProviderError, ValidationError
 from ktui.core.models import (
+    DirectoryItemData,
+    FileItemData,
     ItemInput,
     ItemStatus,
-    ItemType,
+    NoteItemData,
 )
 from ktui.core.transfer.cleaning import structural_item
 from ktui.core.transfer.reports import BasePlan, ImportReport, ParsedDocument
@@ -182,13 +184,14 @@ class Importer:
 
 def _as_input(valid: ValidItem) -> ItemInput:
     data = valid.data
-    if valid.type == ItemType.NOTE:
-        payload: dict[str, Any] = {"content": data.content}
+    payload: dict[str, Any]
+    if isinstance(data, NoteItemData):
+        payload = {"content": data.content}
         if data.source_url:
             payload["source_url"] = data.source_url
-    elif valid.type == ItemType.DIRECTORY:
+    elif isinstance(data, DirectoryItemData):
         payload = {"path": data.path, "watch": data.watch}
-    elif valid.type == ItemType.FILE:
+    elif isinstance(data, FileItemData):
         payload = {"path": data.path}
     else:
         payload = {"url": data.url}
