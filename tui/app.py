@@ -19,20 +19,18 @@ Architecture (after harlequin, posting and toolong):
 from __future__ import annotations
 
 import asyncio
-import shutil
-import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, Label, OptionList, Select
 
 from ktui.core import Settings
@@ -41,46 +39,45 @@ from ktui.core.models import (
     BaseChanged,
     BaseRemoved,
     ItemChanged,
-    ItemInput,
     ItemsAdded,
     ItemsRemoved,
+    ItemType,
     KnowledgeBase,
     QueueStats,
 )
 from ktui.core.service import KnowledgeService
-from ktui.tui.keymap import APP_ACTIONS, bindings, display_key, key_of, unknown_ids
-from ktui.tui.messages import BasesLoaded, SearchFinished, ServiceEvents, ServiceFailed
+from ktui.tui.demo_base import ensure_demo
+from ktui.tui.keymap import APP_ACTIONS, bindings, display_key, key_for, key_of, unknown_ids
+from ktui.tui.messages import (
+    BaseDeleted,
+    BasesLoaded,
+    DemoReady,
+    Outcome,
+    ReindexQueued,
+    SearchFinished,
+    ServiceEvents,
+    ServiceFailed,
+    WatchSet,
+)
 from ktui.tui.screens.add_items import AddItemsScreen
 from ktui.tui.screens.base_form import BaseFormScreen
 from ktui.tui.screens.chunks import ChunkBrowserScreen, ChunkContextScreen
 from ktui.tui.screens.common import Dialog, error_text
 from ktui.tui.screens.confirm import ConfirmScreen
 from ktui.tui.screens.help import HelpScreen
+from ktui.tui.screens.item_detail import ItemDetailScreen
 from ktui.tui.screens.restore import RestoreScreen
 from ktui.tui.screens.similar import SimilarScreen
 from ktui.tui.widgets.bases_pane import BasesPane
-from ktui.tui.widgets.item_tree import ItemTree
+from ktui.tui.settings_file import save_top_level
+from ktui.tui.text import clean, literal, shorten
+from ktui.tui.widgets.item_tree import ItemOpened, ItemTree
 from ktui.tui.widgets.search_pane import SearchPane, short_source
 from ktui.tui.widgets.status_line import StatusLine
 
 REFRESH_HZ = 15
-DEMO_BASE_NAME = "ktui demo"
-DEMO_GROUP = "Demo"
-DEMO_MODEL = "builtin::wordllama"
-
-
-def demo_corpus_dir() -> Path:
-    """The demo corpus, shipped inside the `tui` package (package data), so `ktui --demo`
-    works from a wheel as well as from a checkout."""
-    return Path(__file__).resolve().parent / "demo"
-
-
-@dataclass
-class CallDone(Message):
-    """A service call finished; `then` runs on the message loop with its value."""
-
-    then: Callable[[Any], None] | None
-    value: Any
+TOAST_LIMIT = 2000  # characters of a toast (the details views show whole errors)
+PANES = {"bases": "#bases", "items": "#items", "results": "#results", "query": "#query"}
 
 
 class KtuiCommands(Provider):
@@ -98,22 +95,25 @@ class KtuiCommands(Provider):
                 continue
             if app.check_action(action.action, ()) is not True:
                 continue
-            yield action, f"{action.help}  · key {display_key(key_of(action, keymap))}"
+            yield action, literal(f"{action.help}  · key {display_key(key_of(action, keymap))}")
 
     async def discover(self) -> Hits:
         for action, help_text in self._available():
-            yield DiscoveryHit(action.description, partial(self.app.run_action, action.action), help=help_text)
+            yield DiscoveryHit(literal(action.description), partial(self.app.run_action, action.action),
+                               help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for action, help_text in self._available():
             score = max(matcher.match(action.description), 0.5 * matcher.match(action.help))
+            # `highlight` returns Content built from the literal description
             if score > 0:
                 yield Hit(score, matcher.highlight(action.description),
                           partial(self.app.run_action, action.action), help=help_text)
 
 
-_PANE_ACTIONS = {a.action for a in APP_ACTIONS} - {"help", "quit", "change_theme"}
+_ACTION_NAMES = {a.action.split("(")[0] for a in APP_ACTIONS}
+_PANE_ACTIONS = _ACTION_NAMES - {"help", "quit", "change_theme"}
 
 
 class KtuiApp(App[int]):
@@ -121,6 +121,10 @@ class KtuiApp(App[int]):
     CSS_PATH = "ktui.tcss"
     BINDINGS = bindings()
     COMMANDS = App.COMMANDS | {KtuiCommands}
+    # narrow terminals give the bases pane less room, wide ones give the search pane more;
+    # short ones drop the result preview (Enter still opens a hit in its context)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-normal"), (180, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
     def __init__(
         self,
@@ -130,8 +134,11 @@ class KtuiApp(App[int]):
         demo: bool = False,
         start_dir: Path | None = None,
         refresh_hz: float = REFRESH_HZ,
+        settings_file: Path | None = None,
     ) -> None:
+        """`settings_file`: where a theme the user picks is saved (None: not saved, e.g. in tests)."""
         super().__init__()
+        self.settings_file = settings_file
         self.settings = settings
         self._service = service
         self._owns_service = service is None
@@ -147,6 +154,15 @@ class KtuiApp(App[int]):
         self._subscription = None
         self.groups: dict[str, str] = {}  # group id -> name, for the edit dialog
         self.last_add_tab = "file"
+        self._theme_restored = False
+
+    # --- every toast goes through here: its text is data, never markup ----------
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Toasts show user text (names, errors) literally: markup is off, escapes are cleaned."""
+        super().notify(clean(shorten(str(message), TOAST_LIMIT)), title=clean(str(title), one_line=True),
+                       severity=severity, timeout=timeout, markup=False)
 
     # --- service ------------------------------------------------------------
 
@@ -165,16 +181,16 @@ class KtuiApp(App[int]):
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
             with Vertical(id="bases-box", classes="pane"):
-                yield Label("Bases", classes="pane-title")
+                yield Label(literal("Bases"), classes="pane-title")
                 yield BasesPane(id="bases")
             with Vertical(id="items-box", classes="pane"):
-                yield Label("Items", classes="pane-title", id="items-title")
+                yield Label(literal("Items"), classes="pane-title", id="items-title")
                 yield ItemTree(id="items")
             with Vertical(id="search-box", classes="pane"):
-                yield Label("Search", classes="pane-title")
+                yield Label(literal("Search"), classes="pane-title")
                 yield SearchPane(id="search")
         yield StatusLine(id="status")
-        yield Footer()
+        yield Footer(compact=True)
 
     def _alive(self) -> bool:
         """False while the app shuts down (its widgets are already gone, late messages are dropped)."""
@@ -189,7 +205,7 @@ class KtuiApp(App[int]):
         return self.query_one(BasesPane)
 
     @property
-    def tree(self) -> ItemTree:
+    def item_tree(self) -> ItemTree:
         return self.query_one(ItemTree)
 
     @property
@@ -202,6 +218,7 @@ class KtuiApp(App[int]):
                 self.theme = self.settings.theme
             else:
                 self.notify(f"Unknown theme '{self.settings.theme}' in the settings file", severity="warning")
+        self._theme_restored = True
         if self.keymap_overrides:
             self.set_keymap(self.keymap_overrides)
             unknown = unknown_ids(self.keymap_overrides)
@@ -211,14 +228,14 @@ class KtuiApp(App[int]):
             try:
                 self._service = await KnowledgeService.open(settings=self.settings)
             except KnowledgeError as exc:
-                self.exit(1, return_code=1, message=f"ktui: {exc}")
+                self.exit(1, return_code=1, message=Text("ktui: " + clean(str(exc))))
                 return
         self._subscription = self.ks.subscribe()
         self.run_worker(self._pump_events(), name="events", group="events", exit_on_error=False)
         self.query_one(StatusLine).update_stats(self.ks.queue_stats())
         self.bases_pane.focus()
         if self.demo:
-            self.call_service("Preparing the demo", self._ensure_demo(), then=self._select_base)
+            self.call_service("Preparing the demo", ensure_demo(self.ks, Path(self.settings.data_dir)), DemoReady)
         else:
             self.reload_bases()
 
@@ -244,7 +261,7 @@ class KtuiApp(App[int]):
     def on_service_events(self, message: ServiceEvents) -> None:
         if not self._alive():
             return
-        tree = self.tree
+        tree = self.item_tree
         base_id = tree.base_id
         changes: dict[str, ItemChanged] = {}
         stats: QueueStats | None = None
@@ -333,7 +350,7 @@ class KtuiApp(App[int]):
         if not self._alive():
             return
         base = self.bases_pane.current_base
-        tree = self.tree
+        tree = self.item_tree
         base_id = base.id if base else None
         if base_id != tree.base_id:
             tree.load_base(base_id)
@@ -342,9 +359,11 @@ class KtuiApp(App[int]):
                 self.search_pane.set_defaults(base.search_mode.value, base.top_k)
         title = self.query_one("#items-title", Label)
         if base is not None:
-            title.update(f"Items — {base.emoji} {base.name}")
+            title.update(literal(f"Items — {base.emoji} {shorten(base.name, 200)}", one_line=True))
+        elif not self.bases_pane.bases:
+            title.update(literal(f"Items — no base yet: press {self.key('base.new')} to create one"))
         else:
-            title.update("Items — no base yet: press n to create one" if not self.bases_pane.bases else "Items")
+            title.update(literal("Items"))
         self.refresh_bindings()
 
     def _select_base(self, base: KnowledgeBase | None) -> None:
@@ -362,12 +381,14 @@ class KtuiApp(App[int]):
         self,
         what: str,
         coro: Awaitable[Any],
+        outcome: type[Outcome] | None = None,
         *,
-        then: Callable[[Any], None] | None = None,
         base_id: str | None = None,
         item_id: str | None = None,
+        **fields: Any,
     ) -> None:
-        """Await `coro` in a worker; failures become `ServiceFailed`, success runs `then`."""
+        """Await `coro` in a worker; a failure becomes `ServiceFailed` (a toast and a notice on the
+        base or item), success posts `outcome(value=…, **fields)`."""
 
         async def call() -> None:
             try:
@@ -375,61 +396,83 @@ class KtuiApp(App[int]):
             except KnowledgeError as exc:
                 self.post_message(ServiceFailed(what, error_text(exc), base_id=base_id, item_id=item_id))
             else:
-                self.post_message(CallDone(then, value))
+                if outcome is not None:
+                    self.post_message(outcome(value=value, **fields))
 
         self.run_worker(call(), group="calls", exit_on_error=False)
 
-    def on_call_done(self, message: CallDone) -> None:
+    def on_demo_ready(self, message: DemoReady) -> None:
+        if self._alive():
+            self._select_base(message.value)
+
+    def on_base_deleted(self, message: BaseDeleted) -> None:
+        self.notify(f"Deleted base “{message.name}”", timeout=3)
+
+    def on_reindex_queued(self, message: ReindexQueued) -> None:
+        self.notify(f"Reindexing “{message.name}”", timeout=2)
+
+    def on_watch_set(self, message: WatchSet) -> None:
         if not self._alive():
             return
-        if message.then is not None:
-            message.then(message.value)
+        watch = bool(getattr(message.value.data, "watch", message.watch)) if message.value else message.watch
+        self.item_tree.set_watch(message.folder_id, watch)
+        self.notify(f"{'Watching' if watch else 'Stopped watching'} “{message.name}”", timeout=3)
 
     def on_service_failed(self, message: ServiceFailed) -> None:
         if not self._alive():
             return
         self.notify(message.error, title=message.what, severity="error", timeout=8)
         if message.item_id is not None:
-            self.tree.set_item_error(message.item_id, message.error)
+            self.item_tree.set_item_error(message.item_id, message.error)
         elif message.base_id is not None:
             self.bases_pane.set_notice(message.base_id, message.error)
 
     # --- actions ----------------------------------------------------------------
 
+    def key(self, binding_id: str) -> str:
+        """The key bound to `binding_id` now (after the user's keymap), for hints."""
+        return key_for(binding_id, self.keymap_overrides)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if isinstance(self.screen, Dialog) and action in _PANE_ACTIONS:
-            return False  # a dialog is open: its own keys only (the app's would stack dialogs)
+        """True: the key works now (shown in the footer); False: it does not apply here (hidden)."""
+        if isinstance(self.screen, Dialog):
+            if action in _PANE_ACTIONS:
+                return False  # a dialog is open: its own keys only (the app's would stack dialogs)
+            if action == "help" and isinstance(self.screen, HelpScreen):
+                return False
         if self.ready and not self._alive():
-            return None
+            return False
         if not self.ready and action not in ("help", "quit", "change_theme", "command_palette"):
-            return None if action in {a.action for a in APP_ACTIONS} else True
+            return False if action in _ACTION_NAMES else True
         base = self.bases_pane.current_base if self.ready else None
-        item = self.tree.current_item if self.ready else None
+        item = self.item_tree.current_item if self.ready else None
         usable = base is not None and base.is_usable
         match action:
             case "edit_base" | "delete_base" | "restore_base":
-                return True if base is not None else None
+                return base is not None
             case "add_items":
-                return True if usable else None
-            case "delete_item" | "reindex_item":
-                return True if usable and item is not None else None
+                return usable
+            case "delete_item" | "reindex_item" | "item_info":
+                return usable and item is not None
             case "chunks" | "similar":
-                return True if usable and item is not None and item.type.is_leaf else None
+                return usable and item is not None and item.type.is_leaf
             case "toggle_watch":
-                return True if usable and item is not None and item.is_root and item.type.value == "directory" \
-                    else None
+                return usable and item is not None and item.is_root and item.type == ItemType.DIRECTORY
             case "focus_search" | "cycle_mode":
-                return True if usable else None  # a failed base cannot be searched until restored
+                return usable  # a failed base cannot be searched until restored
+            case "focus_pane":
+                return parameters != ("results",) or usable
         return True
 
     _availability: tuple = ()
+    _CURSOR_ACTIONS = ("delete_item", "reindex_item", "item_info", "chunks", "similar", "toggle_watch")
 
     def on_tree_node_highlighted(self, event) -> None:
         if not self._alive():
             return
         # Re-render the footer only when what the cursor allows actually changed: a
         # footer refresh per j/k press would cost more than the move itself.
-        availability = tuple(self.check_action(a, ()) for a in ("delete_item", "chunks", "similar"))
+        availability = tuple(self.check_action(a, ()) for a in self._CURSOR_ACTIONS)
         if availability != self._availability:
             self._availability = availability
             self.refresh_bindings()
@@ -440,13 +483,38 @@ class KtuiApp(App[int]):
     def action_focus_search(self) -> None:
         self.query_one("#query", Input).focus()
 
+    def action_focus_pane(self, pane: str) -> None:
+        """1 / 2 / 3: jump to the bases, the items or the search results."""
+        if pane == "results" and not self.search_pane.results:
+            pane = "query"  # nothing to move through yet: the query box is where to go
+        selector = PANES.get(pane)
+        if selector is not None:
+            self.query_one(selector).focus()
+
     def action_cycle_mode(self) -> None:
         mode = self.search_pane.cycle_mode()
         self.notify(f"Search mode: {mode}", timeout=2)
 
     def action_refresh(self) -> None:
         self.reload_bases()
-        self.tree.reload()
+        self.item_tree.reload()
+
+    # --- the theme is a preference: saved in the settings file, restored at start ----
+
+    def watch_theme(self, theme: str) -> None:
+        if not self._theme_restored or self.settings_file is None or theme == self.settings.theme:
+            return
+        self.run_worker(self._save_theme(theme), group="settings", exclusive=True, exit_on_error=False)
+
+    async def _save_theme(self, theme: str) -> None:
+        path = self.settings_file
+        assert path is not None
+        try:
+            await asyncio.to_thread(save_top_level, path, "theme", theme)
+        except (OSError, ValueError) as exc:
+            self.notify(f"The theme could not be saved in {path}: {exc}", severity="warning")
+
+    # --- bases ---------------------------------------------------------------------
 
     def action_new_base(self) -> None:
         self.push_screen(BaseFormScreen(default_model=self.settings.default_embedding_model), self._base_saved)
@@ -461,7 +529,7 @@ class KtuiApp(App[int]):
     def _base_saved(self, base: KnowledgeBase | None) -> None:
         if base is not None:
             self.notify(f"Saved base “{base.name}”", timeout=3)
-            if base.id in self.bases_pane.bases and base.id == self.tree.base_id:
+            if base.id in self.bases_pane.bases and base.id == self.item_tree.base_id:
                 self.search_pane.set_defaults(base.search_mode.value, base.top_k)
             self._select_base(base)
 
@@ -472,8 +540,8 @@ class KtuiApp(App[int]):
 
         def confirmed(ok: bool | None) -> None:
             if ok:
-                self.call_service(f"Deleting “{base.name}”", self.ks.delete_base(base.id), base_id=base.id,
-                                  then=lambda _: self.notify(f"Deleted base “{base.name}”", timeout=3))
+                self.call_service(f"Deleting “{base.name}”", self.ks.delete_base(base.id), BaseDeleted,
+                                  base_id=base.id, name=base.name)
 
         self.push_screen(ConfirmScreen("Delete base", f"Delete “{base.name}” with all its items and vectors?"),
                          confirmed)
@@ -490,6 +558,8 @@ class KtuiApp(App[int]):
 
         self.push_screen(RestoreScreen(base, self.settings.default_embedding_model), restored)
 
+    # --- items -----------------------------------------------------------------------
+
     def action_add_items(self) -> None:
         base = self.current_base
         if base is None:
@@ -505,7 +575,7 @@ class KtuiApp(App[int]):
         self.push_screen(screen, added)
 
     def action_delete_item(self) -> None:
-        base, item = self.current_base, self.tree.current_item
+        base, item = self.current_base, self.item_tree.current_item
         if base is None or item is None:
             return
 
@@ -516,32 +586,37 @@ class KtuiApp(App[int]):
         self.push_screen(ConfirmScreen("Delete item", f"Delete “{item.display_name}” and its chunks?"), confirmed)
 
     def action_reindex_item(self) -> None:
-        base, item = self.current_base, self.tree.current_item
+        base, item = self.current_base, self.item_tree.current_item
         if base is None or item is None:
             return
-        self.call_service("Reindex", self.ks.reindex_items(base.id, [item.id]), item_id=item.id,
-                          then=lambda _: self.notify(f"Reindexing “{item.display_name}”", timeout=2))
+        self.call_service("Reindex", self.ks.reindex_items(base.id, [item.id]), ReindexQueued, item_id=item.id,
+                          name=item.display_name)
 
     def action_toggle_watch(self) -> None:
-        base, item = self.current_base, self.tree.current_item
+        base, item = self.current_base, self.item_tree.current_item
         if base is None or item is None:
             return
-        node = self.tree.nodes_by_id.get(item.id)
+        node = self.item_tree.nodes_by_id.get(item.id)
         watch = not (node.data.watch if node is not None and node.data is not None else False)
+        self.call_service("Watch", self.ks.set_watch(base.id, item.id, watch), WatchSet, item_id=item.id,
+                          folder_id=item.id, name=item.display_name, watch=watch)
 
-        def done(updated) -> None:
-            self.tree.set_watch(item.id, bool(getattr(updated.data, "watch", watch)))
-            self.notify(f"{'Watching' if watch else 'Stopped watching'} “{item.display_name}”", timeout=3)
+    def action_item_info(self) -> None:
+        item = self.item_tree.current_item
+        if item is not None:
+            self.push_screen(ItemDetailScreen(item))
 
-        self.call_service("Watch", self.ks.set_watch(base.id, item.id, watch), item_id=item.id, then=done)
+    def on_item_opened(self, message: ItemOpened) -> None:
+        if not isinstance(self.screen, Dialog):
+            self.push_screen(ItemDetailScreen(message.item))
 
     def action_chunks(self) -> None:
-        item = self.tree.current_item
+        item = self.item_tree.current_item
         if item is not None:
             self.push_screen(ChunkBrowserScreen(item))
 
     def action_similar(self) -> None:
-        base, item = self.current_base, self.tree.current_item
+        base, item = self.current_base, self.item_tree.current_item
         if base is not None and item is not None:
             self.push_screen(SimilarScreen(base, item))
 
@@ -568,7 +643,7 @@ class KtuiApp(App[int]):
             return
         self._search_serial += 1
         serial, mode, top_k = self._search_serial, pane.mode, pane.top_k
-        pane.show_status(f"Searching “{query.strip()}”…")
+        pane.show_status(_status(f"Searching “{shorten(query.strip(), 200)}”…"))
 
         async def search() -> None:
             loop = asyncio.get_running_loop()
@@ -576,8 +651,7 @@ class KtuiApp(App[int]):
             try:
                 response = await self.ks.search(base.id, query, top_k, mode=mode)
             except KnowledgeError as exc:
-                self.post_message(ServiceFailed("Search", error_text(exc)))
-                self.post_message(SearchFinished(base.id, query, mode, None, serial))  # type: ignore[arg-type]
+                self.post_message(SearchFinished(base.id, query.strip(), mode, None, serial, error=error_text(exc)))
                 return
             self.post_message(SearchFinished(base.id, query.strip(), mode, response, serial,
                                              (loop.time() - started) * 1000))
@@ -587,12 +661,18 @@ class KtuiApp(App[int]):
     def on_search_finished(self, message: SearchFinished) -> None:
         if not self._alive():
             return
-        if message.serial != self._search_serial or message.base_id != self.tree.base_id:
+        if message.serial != self._search_serial or message.base_id != self.item_tree.base_id:
             return  # a newer search (or another base) replaced this one
         if message.response is None:
-            self.search_pane.show_status("Search failed (see the notification)")
+            # shown where it happened, in full (a query without a letter or digit is a common case)
+            self.search_pane.show_failure(message.query, message.error or "the search failed")
             return
-        self.search_pane.show_response(message.query, message.response, message.mode)
+        self.search_pane.show_response(message.query, message.response, message.mode, self._root_folders())
+
+    def _root_folders(self) -> list[str]:
+        """Sources of the base's top-level folders: result paths are shown relative to them."""
+        return [n.data.item.source for n in self.item_tree.root.children
+                if n.data is not None and n.data.item.type == ItemType.DIRECTORY]
 
     @on(OptionList.OptionSelected, "#results")
     def _open_result(self, event: OptionList.OptionSelected) -> None:
@@ -601,46 +681,12 @@ class KtuiApp(App[int]):
         if result is None or base is None or result.item_id is None:
             return
         self.push_screen(ChunkContextScreen(base.id, result.item_id, result.chunk_id,
-                                            self.search_pane.query_text, short_source(result.metadata)))
-
-    # --- demo -----------------------------------------------------------------------
-
-    async def _ensure_demo(self) -> KnowledgeBase:
-        """Reuse the demo base, or create it and index a copy of the demo corpus live."""
-        ks = self.ks
-        page = await ks.list_bases(page=1, limit=100)
-        for base in page.items:
-            if base.name == DEMO_BASE_NAME and base.is_usable:
-                return base
-        source = demo_corpus_dir()
-        if not source.is_dir():
-            raise KnowledgeError(f"The demo corpus is missing: {source}")
-        target = Path(self.settings.data_dir) / "demo-corpus"
-        await asyncio.to_thread(shutil.copytree, source, target, dirs_exist_ok=True)
-        group_id = None
-        for group in await ks.list_groups():
-            if group.name == DEMO_GROUP:
-                group_id = group.id
-        if group_id is None:
-            group_id = (await ks.create_group(DEMO_GROUP)).id
-        base = await ks.create_base(DEMO_BASE_NAME, DEMO_MODEL, None, emoji="🎓", group_id=group_id,
-                                    chunk_size=256, chunk_overlap=32)
-        await ks.add_items(base.id, [ItemInput("directory", {"path": str(target)})])
-        return base
+                                            self.search_pane.query_text,
+                                            short_source(result.metadata, self._root_folders())))
 
 
-def run_app(settings: Settings, *, demo: bool = False) -> int:
-    """Run the TUI until the user quits; the exit code for the CLI (0 ok, 1 error)."""
-    app = KtuiApp(settings, demo=demo)
-    result = app.run()
-    if app.return_code not in (None, 0):
-        return int(app.return_code)
-    return int(result or 0)
+def _status(text: str, style: str = "dim") -> Text:
+    return Text(clean(text, one_line=True), style)
 
 
-__all__ = ["KtuiApp", "demo_corpus_dir", "run_app"]
-
-if __name__ == "__main__":  # pragma: no cover - `python -m tui.app` for development
-    from ktui.core import load_settings
-
-    sys.exit(run_app(load_settings(), demo="--demo" in sys.argv))
+__all__ = ["KtuiApp"]

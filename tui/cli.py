@@ -266,7 +266,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             raise UsageError(f"{option} is empty")
     settings = load_settings(config_file=args.config, data_dir=args.data_dir)
     if args.command is None:
-        from ktui.tui.app import run_app  # textual is imported only here
+        from ktui.tui.launch import run_app  # textual is imported only here
 
         return int(run_app(settings, demo=args.demo) or 0)
     if args.demo:

@@ -41,7 +41,7 @@ def _pct(values: list[float], q: float) -> float:
 
 async def _measure(app: KtuiApp, pilot, samples: int, *, stop=None) -> list[float]:
     """Latency (ms) of each j/k press until a frame with the new cursor line was rendered."""
-    tree = app.tree
+    tree = app.item_tree
     state: dict = {"target": None, "hit": None}
     original = app._display
 
@@ -108,20 +108,20 @@ async def test_bench_tui_latency_while_indexing(tmp_path: Path):
                 await pilot.pause(0.01)
             base = await app.ks.create_base("Bench", "fake::any", None)
             app._select_base(base)
-            while app.tree.base_id != base.id:
+            while app.item_tree.base_id != base.id:
                 await pilot.pause(0.01)
             t_start = time.perf_counter()
             batches0 = app.batches_applied
             await app.ks.add_items(base.id, [ItemInput("directory", {"path": str(folder)})])
-            while not app.tree.nodes_by_id:
+            while not app.item_tree.nodes_by_id:
                 await pilot.pause(0.01)
-            (root,) = app.tree.nodes_by_id.values()
-            app.tree.focus()
-            app.tree.move_cursor(root)
+            (root,) = app.item_tree.nodes_by_id.values()
+            app.item_tree.focus()
+            app.item_tree.move_cursor(root)
             root.expand()
             while len(root.children) < 50:  # children appear as the folder is expanded
                 await pilot.pause(0.01)
-            app.tree.move_cursor(root.children[0])
+            app.item_tree.move_cursor(root.children[0])
             await pilot.pause()
 
             stats = app.ks.queue_stats

@@ -354,7 +354,7 @@ def test_progress_bar_on_a_terminal(ktui):
 
 def test_plain_ktui_opens_the_tui_with_the_settings(tmp_path, monkeypatch):
     """No sub-command: the TUI entry point gets the loaded settings (and --demo)."""
-    import ktui.tui.app
+    import ktui.tui.launch
     from ktui.tui.cli import main
 
     seen = {}
@@ -363,7 +363,7 @@ def test_plain_ktui_opens_the_tui_with_the_settings(tmp_path, monkeypatch):
         seen.update(data_dir=settings.data_dir, demo=demo)
         return 0
 
-    monkeypatch.setattr(ktui.tui.app, "run_app", fake_run_app)
+    monkeypatch.setattr(ktui.tui.launch, "run_app", fake_run_app)
     assert main(["--data-dir", str(tmp_path / "d"), "--demo"]) == 0
     assert seen == {"data_dir": tmp_path / "d", "demo": True}
 

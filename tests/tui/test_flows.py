@@ -35,17 +35,17 @@ async def started(app: KtuiApp, pilot) -> None:
 async def with_base(app: KtuiApp, pilot, name: str = "Fruit"):
     base = await app.ks.create_base(name, MODEL, None)
     app._select_base(base)
-    await until(lambda: app.tree.base_id == base.id, pilot, what="base selected")
+    await until(lambda: app.item_tree.base_id == base.id, pilot, what="base selected")
     return base
 
 
 def labels(app: KtuiApp) -> dict[str, str]:
-    return {i: n.label.plain for i, n in app.tree.nodes_by_id.items()}
+    return {i: n.label.plain for i, n in app.item_tree.nodes_by_id.items()}
 
 
 async def all_done(app: KtuiApp, pilot, n: int, timeout: float = 15) -> None:
     def done() -> bool:
-        nodes = [n.data for n in app.tree.nodes_by_id.values()]
+        nodes = [n.data for n in app.item_tree.nodes_by_id.values()]
         return len(nodes) >= n and all(d.status.is_terminal for d in nodes)
 
     await until(done, pilot, timeout, what=f"{n} items terminal in the tree")
@@ -107,7 +107,7 @@ async def test_add_a_file_picked_in_the_file_tree_and_watch_it_complete(settings
         await all_done(app, pilot, 1)
         (label,) = labels(app).values()
         assert label.startswith("📄 ✔ alpha.md")
-        await until(lambda: app.bases_pane.counts.get(app.tree.base_id) == 1, pilot, what="item count")
+        await until(lambda: app.bases_pane.counts.get(app.item_tree.base_id) == 1, pilot, what="item count")
 
 
 async def test_add_a_folder_with_watch_and_expand_its_children(settings, docs):
@@ -124,20 +124,20 @@ async def test_add_a_folder_with_watch_and_expand_its_children(settings, docs):
         await until(lambda: not isinstance(app.screen, AddItemsScreen), pilot, what="dialog closed")
         assert await app.ks.wait_idle(timeout=15)
         await all_done(app, pilot, 1)
-        (root_id,) = app.tree.nodes_by_id
+        (root_id,) = app.item_tree.nodes_by_id
         assert "👁" in labels(app)[root_id]  # watched
-        app.tree.focus()
-        app.tree.move_cursor(app.tree.nodes_by_id[root_id])
+        app.item_tree.focus()
+        app.item_tree.move_cursor(app.item_tree.nodes_by_id[root_id])
         await pilot.press("space")  # expand: children load lazily
-        await until(lambda: len(app.tree.nodes_by_id) >= 4, pilot, what="children loaded")
+        await until(lambda: len(app.item_tree.nodes_by_id) >= 4, pilot, what="children loaded")
         await pilot.press("j", "j")  # vim keys move in the tree
-        assert app.tree.cursor_line == 2
-        names = {n.data.item.display_name for n in app.tree.nodes_by_id.values()}
+        assert app.item_tree.cursor_line == 2
+        names = {n.data.item.display_name for n in app.item_tree.nodes_by_id.values()}
         assert {"alpha.md", "beta.md", "guide"} <= names
         total = (await app.ks.list_items(base.id, group_id=ANY_GROUP, limit=100)).total
         assert total == 5  # docs, alpha, beta, guide, gamma
         # stop watching the folder from the keyboard
-        app.tree.move_cursor(app.tree.nodes_by_id[root_id])
+        app.item_tree.move_cursor(app.item_tree.nodes_by_id[root_id])
         await pilot.pause()
         await pilot.press("w")
         await until(lambda: "👁" not in labels(app)[root_id], pilot, what="watch off")
@@ -188,7 +188,7 @@ async def test_add_a_note_url_and_sitemap(settings):
             assert any("✔ Figs dry well" in t for t in got)
             assert any(t.startswith("🌐 ✔") and "/pears" in t for t in got)
             assert any(t.startswith("🧭 ✔") and "sitemap.xml" in t for t in got)
-            resp = await app.ks.search(app.tree.base_id, "quinces")
+            resp = await app.ks.search(app.item_tree.base_id, "quinces")
             assert resp.results and "Quinces" in resp.results[0].page_content
 
 
@@ -205,7 +205,7 @@ async def test_a_bad_url_is_refused_in_the_dialog_and_nothing_crashes(settings):
         await until(lambda: "url" in str(screen.query_one(".dialog-error").render()).lower(), pilot, what="error")
         assert isinstance(app.screen, AddItemsScreen)
         await pilot.press("escape")
-        assert not app.tree.nodes_by_id
+        assert not app.item_tree.nodes_by_id
 
 
 async def test_search_opens_the_chunk_in_context_and_marks_degraded(settings, docs, embedding_server):
@@ -221,7 +221,7 @@ async def test_search_opens_the_chunk_in_context_and_marks_degraded(settings, do
         await until(lambda: app.search_pane.results, pilot, what="results")
         assert app.search_pane.results[0].metadata["source"].endswith("beta.md")
         status = str(app.query_one("#search-status").render())
-        assert "bananas" in status and "DEGRADED" not in status
+        assert "bananas" in status and "keyword results only" not in status
         app.query_one("#results").focus()
         await pilot.press("enter")
         assert isinstance(app.screen, ChunkContextScreen)
@@ -237,7 +237,7 @@ async def test_search_opens_the_chunk_in_context_and_marks_degraded(settings, do
         app.query_one("#query", Input).value = "cherries"
         app.query_one("#query", Input).focus()
         await pilot.press("enter")
-        await until(lambda: "DEGRADED" in str(app.query_one("#search-status").render()), pilot, what="degraded")
+        await until(lambda: "keyword results only" in str(app.query_one("#search-status").render()), pilot, what="degraded")
         assert app.search_pane.results and "gamma" in app.search_pane.results[0].metadata["source"]
 
 
@@ -249,9 +249,9 @@ async def test_delete_and_reindex_an_item(settings, docs):
         items = await app.ks.add_items(base.id, [ItemInput("file", {"path": str(docs / n)})
                                                  for n in ("alpha.md", "beta.md")])
         await all_done(app, pilot, 2)
-        app.tree.focus()
-        target = app.tree.nodes_by_id[items[0].id]
-        app.tree.move_cursor(target)
+        app.item_tree.focus()
+        target = app.item_tree.nodes_by_id[items[0].id]
+        app.item_tree.move_cursor(target)
         await pilot.pause()
         # reindex: the item is read and embedded again (new chunk rows) and ends completed
         before = {c.id for c in await app.ks.list_item_chunks(base.id, items[0].id)}
@@ -270,7 +270,7 @@ async def test_delete_and_reindex_an_item(settings, docs):
         await pilot.press("d")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await until(lambda: items[0].id not in app.tree.nodes_by_id, pilot, what="removed")
+        await until(lambda: items[0].id not in app.item_tree.nodes_by_id, pilot, what="removed")
         remaining = await app.ks.list_items(base.id)
         assert [i.id for i in remaining.items] == [items[1].id]
 
@@ -287,7 +287,7 @@ async def test_chunk_browser_deletes_a_chunk(settings, tmp_path):
         await all_done(app, pilot, 1)
         before = await app.ks.list_item_chunks(base.id, item.id)
         assert len(before) > 2
-        app.tree.focus()
+        app.item_tree.focus()
         await pilot.press("c")
         assert isinstance(app.screen, ChunkBrowserScreen)
         browser = app.screen
@@ -295,6 +295,8 @@ async def test_chunk_browser_deletes_a_chunk(settings, tmp_path):
         await pilot.press("j")
         doomed = browser.chunks[1].id
         await pilot.press("d")
+        await until(lambda: isinstance(app.screen, ConfirmScreen), pilot, what="asks first")
+        await pilot.press("y")
         await until(lambda: len(browser.chunks) == len(before) - 1, pilot, what="chunk deleted")
         after = await app.ks.list_item_chunks(base.id, item.id)
         assert doomed not in {c.id for c in after} and len(after) == len(before) - 1
@@ -315,7 +317,7 @@ async def test_restore_a_failed_base_and_delete_a_base(settings):
         failed = app.bases_pane.current_base
         assert failed.status == BaseStatus.FAILED
         assert "restores" in str(app.bases_pane.get_option(failed.id).prompt)
-        assert app.check_action("add_items", ()) is None  # nothing but restore/delete on a failed base
+        assert app.check_action("add_items", ()) is False  # nothing but restore/delete on a failed base
         await pilot.press("e")  # its settings can still be edited (model fields locked)
         assert isinstance(app.screen, BaseFormScreen) and app.screen.query_one("#model").disabled
         await pilot.press("escape")
@@ -366,13 +368,13 @@ async def test_similar_items_dialog(settings, docs):
         items = await app.ks.add_items(base.id, [ItemInput("file", {"path": str(p)})
                                                  for p in sorted(docs.rglob("*.md"))])
         await all_done(app, pilot, len(items))
-        app.tree.focus()
+        app.item_tree.focus()
         await pilot.press("s")
         assert isinstance(app.screen, SimilarScreen)
         listing = app.screen.query_one("#similar-list")
         await until(lambda: listing.option_count == len(items) - 1, pilot, what="similar items")
         status = str(app.screen.query_one("#similar-status").render())
-        assert "DEGRADED" not in status and "2 similar" in status
+        assert "keyword results only" not in status and "2 similar items" in status
 
 
 async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):
@@ -423,7 +425,7 @@ async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):
         # Tab moves between panes
         app.bases_pane.focus()
         await pilot.press("tab")
-        assert app.focused is app.tree
+        assert app.focused is app.item_tree
         await pilot.press("tab")
         assert app.focused is app.query_one("#query")
 
@@ -465,14 +467,14 @@ def test_node_label_shows_progress_and_errors():
 
 async def test_demo_builds_the_demo_base_live_and_reuses_it(tmp_path):
     from ktui.core.config import Settings
-    from ktui.tui.app import DEMO_BASE_NAME, demo_corpus_dir
+    from ktui.tui.demo_base import DEMO_BASE_NAME, demo_corpus_dir
 
     settings = Settings(data_dir=tmp_path / "data", auto_ollama=False)  # the built-in model only
     corpus = sorted(p.name for p in demo_corpus_dir().rglob("*") if p.is_file())
     assert len(corpus) >= 10
     app = KtuiApp(settings, demo=True)
     async with app.run_test(size=SIZE) as pilot:
-        await until(lambda: app.ready and app.tree.nodes_by_id, pilot, 30, what="demo base")
+        await until(lambda: app.ready and app.item_tree.nodes_by_id, pilot, 30, what="demo base")
         base = app.bases_pane.current_base
         assert base.name == DEMO_BASE_NAME and base.embedding_model_id == "builtin::wordllama"
         assert await app.ks.wait_idle(timeout=60)
@@ -495,8 +497,8 @@ async def test_live_additions_keep_the_cursor_and_the_viewport(settings):
         base = await with_base(app, pilot)
         await app.ks.add_items(base.id, [ItemInput("note", {"content": f"Note number {i} about figs"})
                                          for i in range(40)])
-        await until(lambda: len(app.tree.nodes_by_id) == 40, pilot, what="40 notes")
-        tree = app.tree
+        await until(lambda: len(app.item_tree.nodes_by_id) == 40, pilot, what="40 notes")
+        tree = app.item_tree
         tree.focus()
         tree.move_cursor(tree.root.children[25])
         tree.scroll_to(y=15, animate=False, immediate=True)

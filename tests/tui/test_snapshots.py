@@ -24,7 +24,8 @@ from ktui.tui.app import KtuiApp
 from ktui.tui.widgets.status_line import StatusLine
 from tests.tui.conftest import MODEL, until
 
-SIZE = (120, 36)
+SIZE = (120, 40)
+SMALL, MEDIUM, LARGE = (80, 24), (120, 40), (200, 60)
 SNAPSHOT_DIR = Path(__file__).resolve().parent.parent / "snapshots"
 
 
@@ -82,6 +83,9 @@ def calm(app: KtuiApp, done: int = 0, failed: int = 0) -> None:
             widget.cursor_blink = False
     app.query_one(StatusLine).freeze(QueueStats(0, 0, done, failed, 0.0))
     app.clear_notifications()
+    for screen in app.screen_stack:
+        for widget in screen.query("#detail"):
+            widget.display = False  # item details show the item's times
 
 
 async def indexed(pilot, corpus: Path, *, expand: bool = True):
@@ -89,22 +93,22 @@ async def indexed(pilot, corpus: Path, *, expand: bool = True):
     await until(lambda: app.ready, pilot)
     base = await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
     app._select_base(base)
-    await until(lambda: app.tree.base_id == base.id, pilot)
+    await until(lambda: app.item_tree.base_id == base.id, pilot)
     await app.ks.add_items(base.id, [ItemInput("directory", {"path": str(corpus)})])
     await app.ks.add_items(base.id, [ItemInput("note", {"content": "Quince jelly needs a long, slow boil."})])
     await app.ks.add_items(base.id, [ItemInput("file", {"path": str(corpus.parent / "blob.dat")})])
     assert await app.ks.wait_idle(timeout=15)
-    await until(lambda: len(app.tree.nodes_by_id) == 3 and all(n.data.status.is_terminal
-                                                                for n in app.tree.nodes_by_id.values()), pilot)
+    await until(lambda: len(app.item_tree.nodes_by_id) == 3 and all(n.data.status.is_terminal
+                                                                for n in app.item_tree.nodes_by_id.values()), pilot)
     if expand:
-        folder = next(n for n in app.tree.nodes_by_id.values() if n.data.item.type.value == "directory")
+        folder = next(n for n in app.item_tree.nodes_by_id.values() if n.data.item.type.value == "directory")
         folder.expand()
-        await until(lambda: len(app.tree.nodes_by_id) >= 6, pilot)
-        guides = next(n for n in app.tree.nodes_by_id.values() if n.data.item.display_name == "guides")
+        await until(lambda: len(app.item_tree.nodes_by_id) >= 6, pilot)
+        guides = next(n for n in app.item_tree.nodes_by_id.values() if n.data.item.display_name == "guides")
         guides.expand()
-        await until(lambda: len(app.tree.nodes_by_id) >= 7, pilot)
-        app.tree.focus()
-        app.tree.move_cursor(folder)
+        await until(lambda: len(app.item_tree.nodes_by_id) >= 7, pilot)
+        app.item_tree.focus()
+        app.item_tree.move_cursor(folder)
     await pilot.pause()
     return base
 
@@ -114,19 +118,20 @@ def test_empty_app(snap_compare, settings):
         await until(lambda: pilot.app.ready, pilot)
         calm(pilot.app)
 
-    assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(KtuiApp(settings), terminal_size=SMALL, run_before=run_before)
 
 
-def test_items_search_and_failed_item(snap_compare, settings, corpus):
+@pytest.mark.parametrize("size", [SMALL, MEDIUM, LARGE], ids=["80x24", "120x40", "200x60"])
+def test_items_search_and_failed_item(snap_compare, settings, corpus, size):
     async def run_before(pilot):
         app = pilot.app
         await indexed(pilot, corpus)
         await pilot.press("slash", *"apples cellar", "enter")
         await until(lambda: app.search_pane.results, pilot)
-        app.tree.focus()
+        app.item_tree.focus()
         calm(app, done=6, failed=1)
 
-    assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(KtuiApp(settings), terminal_size=size, run_before=run_before)
 
 
 def test_item_mid_indexing(snap_compare, settings, corpus, embedding_server):
@@ -135,14 +140,14 @@ def test_item_mid_indexing(snap_compare, settings, corpus, embedding_server):
         await until(lambda: app.ready, pilot)
         base = await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
         app._select_base(base)
-        await until(lambda: app.tree.base_id == base.id, pilot)
+        await until(lambda: app.item_tree.base_id == base.id, pilot)
         # hold the embedding request past the picture: only the client's own timeout (60 s) or the
         # app's shutdown ends it, so a slow machine cannot let the item complete first (3 s could)
         embedding_server.faults.delay(120)
         (item,) = await app.ks.add_items(base.id, [ItemInput("file", {"path": str(corpus / "apples.md")})])
-        await until(lambda: item.id in app.tree.nodes_by_id
-                    and app.tree.nodes_by_id[item.id].data.phase == ItemPhase.EMBEDDING, pilot)
-        app.tree.focus()
+        await until(lambda: item.id in app.item_tree.nodes_by_id
+                    and app.item_tree.nodes_by_id[item.id].data.phase == ItemPhase.EMBEDDING, pilot)
+        app.item_tree.focus()
         calm(app)
         calm(app)  # a late stats event must not change the picture
         app.query_one(StatusLine).frozen = True
@@ -162,7 +167,7 @@ def test_failed_base_offers_restore(snap_compare, settings):
             "group": "Old", "items": [{"type": "note", "data": {"content": "Old notes about walnuts"}}]}]})
         await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
         app.reload_bases()
-        await until(lambda: len(app.bases_pane.bases) == 2 and app.tree.nodes_by_id, pilot)
+        await until(lambda: len(app.bases_pane.bases) == 2 and app.item_tree.nodes_by_id, pilot)
         calm(app)
 
     assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
@@ -181,7 +186,7 @@ def dialog_test(keys: tuple[str, ...], ready, *, prepare=None, expand=False):
             await until(lambda: ready(app), pilot)
             calm(app, done=6, failed=1)
 
-        assert snap_compare(KtuiApp(settings, start_dir=corpus), terminal_size=SIZE, run_before=run_before)
+        assert snap_compare(KtuiApp(settings, start_dir=corpus), terminal_size=SMALL, run_before=run_before)
 
     return test
 
@@ -197,9 +202,9 @@ test_help_screen = dialog_test(("f1",), lambda app: app.screen.query("#keys"))
 
 async def _focus_leaf(pilot):
     app = pilot.app
-    leaf = next(n for n in app.tree.nodes_by_id.values() if n.data.item.display_name == "storage.md")
-    app.tree.focus()
-    app.tree.move_cursor(leaf)
+    leaf = next(n for n in app.item_tree.nodes_by_id.values() if n.data.item.display_name == "storage.md")
+    app.item_tree.focus()
+    app.item_tree.move_cursor(leaf)
     await pilot.pause()
 
 
@@ -246,7 +251,7 @@ def test_chunk_in_context(snap_compare, settings, corpus):
             app.screen.query_one("#context").render()), pilot)
         calm(app, done=6, failed=1)
 
-    assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(KtuiApp(settings), terminal_size=SMALL, run_before=run_before)
 
 
 def test_restore_dialog(snap_compare, settings):
@@ -264,3 +269,72 @@ def test_restore_dialog(snap_compare, settings):
         calm(app)
 
     assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
+
+
+def test_failed_item_with_a_long_error(snap_compare, settings, corpus):
+    """A failed item's error is cut at the pane's edge in the tree; its details show all of it."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await until(lambda: app.ready, pilot)
+        base = await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
+        app._select_base(base)
+        await until(lambda: app.item_tree.base_id == base.id, pilot)
+        deep = corpus / ("very-long-folder-name-" * 6)
+        deep.mkdir()
+        await app.ks.add_items(base.id, [ItemInput("file", {"path": str(corpus.parent / "blob.dat")})])
+        await app.ks.add_items(base.id, [ItemInput("directory", {"path": str(deep)})])  # empty: fails
+        assert await app.ks.wait_idle(timeout=15)
+        await until(lambda: len(app.item_tree.nodes_by_id) == 2 and all(
+            n.data.status.is_terminal for n in app.item_tree.nodes_by_id.values()), pilot)
+        app.item_tree.focus()
+        await pilot.press("i")
+        await until(lambda: app.screen.query("#detail") and "Error" in str(app.screen.query_one("#detail").render()),
+                    pilot)
+        await pilot.press("escape")
+        calm(app, failed=2)
+
+    assert snap_compare(KtuiApp(settings), terminal_size=SMALL, run_before=run_before)
+
+
+def test_degraded_results_say_keyword_only(snap_compare, settings, corpus, embedding_server):
+    async def run_before(pilot):
+        app = pilot.app
+        await indexed(pilot, corpus, expand=False)
+        embedding_server.faults.fail(500, times=10)
+        await pilot.press("slash", *"cellar", "enter")
+        await until(lambda: app.search_pane.results, pilot)
+        app.query_one("#results").focus()
+        calm(app, done=6, failed=1)
+
+    try:
+        assert snap_compare(KtuiApp(settings), terminal_size=MEDIUM, run_before=run_before)
+    finally:
+        embedding_server.faults.clear()
+
+
+HOSTILE_BASES = ["Team [link=http://x]wiki", "N [/]", "Docs [@click=app.quit]x", "[b]unclosed"]
+
+
+def test_hostile_names_are_shown_literally(snap_compare, settings, corpus):
+    """The worst names: markup, an unbalanced tag, a click action, an escape sequence, CJK, RTL, emoji."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await until(lambda: app.ready, pilot)
+        for name in HOSTILE_BASES:
+            await app.ks.create_base(name, MODEL, None)
+        base = await app.ks.create_base("日本語 שלום 👩‍👩‍👧", MODEL, None)
+        app._select_base(base)
+        await until(lambda: app.item_tree.base_id == base.id, pilot)
+        (corpus / "Meeting notes [draft].md").write_text("# [b]Agenda[/b]\n\nThe [link=http://a]plan[/] is set.\n")
+        await app.ks.add_items(base.id, [ItemInput("file", {"path": str(corpus / "Meeting notes [draft].md")})])
+        await app.ks.add_items(base.id, [ItemInput("note", {"content": "[link=http://a] [/] \x1b[2J\ttab\nbody"})])
+        assert await app.ks.wait_idle(timeout=15)
+        await until(lambda: len(app.item_tree.nodes_by_id) == 2, pilot)
+        await pilot.press("slash", *"[/] plan", "enter")
+        await until(lambda: app.search_pane.results, pilot)
+        app.item_tree.focus()
+        calm(app, done=2)
+
+    assert snap_compare(KtuiApp(settings), terminal_size=MEDIUM, run_before=run_before)

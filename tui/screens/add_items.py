@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
 from textual.containers import Horizontal, Vertical
 from textual.widgets import (
-    Button,
     DirectoryTree,
     Input,
     Label,
@@ -25,7 +27,12 @@ from textual.widgets import (
 )
 
 from ktui.core.models import ItemInput
-from ktui.tui.screens.common import FormDialog, Loaded
+from ktui.tui.keymap import widget_bindings
+from ktui.tui.messages import ItemsAccepted
+from ktui.tui.screens.common import Dialog, FormDialog
+from ktui.tui.text import literal
+
+TABS = ("file", "folder", "url", "sitemap", "note")
 
 
 class FolderTree(DirectoryTree):
@@ -44,6 +51,7 @@ class AddItemsScreen(FormDialog):
     """dismiss(list[KnowledgeItem]) once accepted, None on cancel."""
 
     SUBMIT_BUTTON = "add"
+    BINDINGS: ClassVar[list[Binding]] = Dialog.BINDINGS + widget_bindings(f"add.{t}" for t in TABS)
 
     def __init__(self, base_id: str, base_name: str, start_dir: Path, initial_tab: str = "file") -> None:
         super().__init__()
@@ -55,29 +63,36 @@ class AddItemsScreen(FormDialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog add"):
-            yield Label(f"Add to “{self.base_name}”", classes="dialog-title")
+            yield Label(literal(f"Add to “{self.base_name}”", one_line=True), classes="dialog-title")
             with TabbedContent(initial=self.initial_tab, id="tabs"):
-                with TabPane("File", id="file"):
+                with TabPane(self._tab_title("File", "file"), id="file"):
                     yield FileTree(self.start_dir, id="file-tree")
                     yield Input(placeholder="path of a file (pick above or type)", id="file-path")
-                with TabPane("Folder", id="folder"):
+                with TabPane(self._tab_title("Folder", "folder"), id="folder"):
                     yield FolderTree(self.start_dir, id="folder-tree")
                     yield Input(placeholder="path of a folder (pick above or type)", id="folder-path")
                     yield Horizontal(Switch(value=False, id="watch"), Label("Watch for changes"),
                                      classes="switch-row")
-                with TabPane("URL", id="url"):
+                with TabPane(self._tab_title("URL", "url"), id="url"):
                     yield Input(placeholder="https://example.org/page", id="url-input")
                     yield Static("The page is fetched and its main text extracted.", classes="dialog-hint")
-                with TabPane("Sitemap", id="sitemap"):
+                with TabPane(self._tab_title("Sitemap", "sitemap"), id="sitemap"):
                     yield Input(placeholder="https://example.org/sitemap.xml", id="sitemap-input")
                     yield Static("Every page the sitemap lists becomes an item.", classes="dialog-hint")
-                with TabPane("Note", id="note"):
+                with TabPane(self._tab_title("Note", "note"), id="note"):
                     yield TextArea(id="note-text", soft_wrap=True, show_line_numbers=False)
                     yield Input(placeholder="source URL (optional)", id="note-source")
             yield Static("", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Add (Ctrl+S)", variant="primary", id="add")
-                yield Button("Cancel (Esc)", id="cancel")
+                yield from self.buttons("Add")
+
+    def _tab_title(self, title: str, tab: str) -> Content:
+        return literal(f"{title} {self.key(f'add.{tab}')}")
+
+    def action_tab(self, tab: str) -> None:
+        """Switch tab with one key (F2 … F6 by default), from any field of the dialog."""
+        if tab in TABS:
+            self.query_one(TabbedContent).active = tab
 
     def on_mount(self) -> None:
         self.show_error(None)
@@ -124,9 +139,9 @@ class AddItemsScreen(FormDialog):
         if item is None:
             return
         self.show_error(None)
-        self.run_call("add", self.ks.add_items(self.base_id, [item]))
+        self.run_call(self.ks.add_items(self.base_id, [item]), ItemsAccepted)
 
-    def on_loaded(self, message: Loaded) -> None:
+    def on_items_accepted(self, message: ItemsAccepted) -> None:
         message.stop()
         if message.error:
             self.show_error(message.error)

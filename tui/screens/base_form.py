@@ -12,15 +12,23 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Input, Label, Select, Static
 
-from ktui.core.models import KnowledgeBase, ModelListing
-from ktui.tui.screens.common import FormDialog, Loaded
+from ktui.core.models import KnowledgeBase
+from ktui.tui.messages import BaseSaved, DimensionsDetected, ModelsListed
+from ktui.tui.screens.common import FormDialog
+from ktui.tui.search_modes import mode_options
+from ktui.tui.text import literal, rich_literal
 
-SEARCH_MODES = [("hybrid", "hybrid"), ("vector (default)", "default"), ("bm25 (keywords)", "bm25")]
+
+def model_options(ids: list[str]) -> list[tuple[object, str]]:
+    """Select options for model ids (a model id comes from a settings file: data, not markup)."""
+    return [(rich_literal(i, one_line=True), i) for i in ids]
 
 
 def _field(label: str, widget: Any) -> Horizontal:
+    """A labelled one-line field: compact inputs, so the whole form fits 80×24."""
+    widget.compact = True
     return Horizontal(Label(label, classes="field-label"), widget, classes="field")
 
 
@@ -42,7 +50,7 @@ class BaseFormScreen(FormDialog):
 
     def compose(self) -> ComposeResult:
         b = self.base
-        title = f"Edit base “{b.name}”" if b else "New knowledge base"
+        title = literal(f"Edit base “{b.name}”", one_line=True) if b else literal("New knowledge base")
         model_value = b.embedding_model_id if b and b.embedding_model_id else self.default_model
         with Vertical(classes="dialog form"):
             yield Label(title, classes="dialog-title")
@@ -50,7 +58,7 @@ class BaseFormScreen(FormDialog):
                 yield _field("Name", Input(b.name if b else "", placeholder="e.g. Handbook", id="name"))
                 yield _field("Emoji", Input(b.emoji if b else "📁", id="emoji", max_length=8))
                 yield _field("Group", Input(self.group_name, placeholder="(none)", id="group"))
-                yield _field("Model", Select([(model_value, model_value)] if model_value else [],
+                yield _field("Model", Select(model_options([model_value]) if model_value else [],
                                              value=model_value or Select.NULL, id="model",
                                              allow_blank=not model_value, disabled=self.editing))
                 yield _field("Dimensions", Input(str(b.dimensions) if b and b.dimensions else "",
@@ -64,7 +72,7 @@ class BaseFormScreen(FormDialog):
                                                 placeholder="0..1, blank = none", type="number", id="threshold"))
                 yield _field("Top-K", Input(str(b.document_count) if b and b.document_count else "",
                                             placeholder="10", type="integer", id="document_count"))
-                yield _field("Search mode", Select(SEARCH_MODES, value=b.search_mode.value if b else "hybrid",
+                yield _field("Search mode", Select(mode_options(), value=b.search_mode.value if b else "hybrid",
                                                    allow_blank=False, id="search_mode"))
                 yield _field("Hybrid alpha", Input("" if not b or b.hybrid_alpha is None else str(b.hybrid_alpha),
                                                    placeholder="0.5", type="number", id="hybrid_alpha"))
@@ -73,55 +81,54 @@ class BaseFormScreen(FormDialog):
                 yield Static("", id="model-note", classes="dialog-hint")
             yield Static("", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Save (Ctrl+S)", variant="primary", id="save")
-                yield Button("Cancel (Esc)", id="cancel")
+                yield from self.buttons("Save")
 
     def on_mount(self) -> None:
         self.show_error(None)
         self.query_one("#name", Input).focus()
         if not self.editing:
-            self.run_call("models", self.ks.list_embedding_models())
+            self.run_call(self.ks.list_embedding_models(), ModelsListed)
 
     # --- background results ------------------------------------------------
 
-    def on_loaded(self, message: Loaded) -> None:
+    def on_models_listed(self, message: ModelsListed) -> None:
         message.stop()
-        if message.what == "models":
-            self._show_models(message)
-        elif message.what.startswith("dims:"):
-            if int(message.what.split(":")[1]) != self._probe_serial:
-                return
-            note = self.query_one("#model-note", Static)
-            if message.error:
-                note.update(f"Dimensions not detected: {message.error}")
-            else:
-                self.query_one("#dimensions", Input).value = str(message.value)
-                note.update(f"Detected {message.value} dimensions.")
-        elif message.what == "save":
-            if message.error:
-                self.show_error(message.error)
-            else:
-                self.dismiss(message.value)
-
-    def _show_models(self, message: Loaded) -> None:
         select = self.query_one("#model", Select)
         note = self.query_one("#model-note", Static)
-        if message.error:
-            note.update(f"Models could not be listed: {message.error}")
+        if message.error or message.value is None:
+            note.update(literal(f"Models could not be listed: {message.error}"))
             return
-        listing: ModelListing = message.value
+        listing = message.value
         current = select.value
         ids = [m.id for m in listing.models]
         if isinstance(current, str) and current not in ids:
             ids.insert(0, current)
-        select.set_options([(i, i) for i in ids])
+        select.set_options(model_options(ids))
         if isinstance(current, str):
             select.value = current
         elif ids:
             select.value = ids[0]
         if listing.errors:
-            note.update("Unavailable: " + "; ".join(f"{p}: {e}" for p, e in sorted(listing.errors.items())))
+            note.update(literal("Unavailable: " + "; ".join(f"{p}: {e}" for p, e in sorted(listing.errors.items()))))
         self._probe()
+
+    def on_dimensions_detected(self, message: DimensionsDetected) -> None:
+        message.stop()
+        if message.serial != self._probe_serial:
+            return
+        note = self.query_one("#model-note", Static)
+        if message.error:
+            note.update(literal(f"Dimensions not detected: {message.error}"))
+        else:
+            self.query_one("#dimensions", Input).value = str(message.value)
+            note.update(literal(f"Detected {message.value} dimensions."))
+
+    def on_base_saved(self, message: BaseSaved) -> None:
+        message.stop()
+        if message.error:
+            self.show_error(message.error)
+        else:
+            self.dismiss(message.value)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id == "model" and not self.editing:
@@ -132,7 +139,7 @@ class BaseFormScreen(FormDialog):
         model = self.query_one("#model", Select).value
         if isinstance(model, str) and not self.editing:
             self._probe_serial += 1
-            self.run_call(f"dims:{self._probe_serial}", self.ks.detect_dimensions(model))
+            self.run_call(self.ks.detect_dimensions(model), DimensionsDetected, serial=self._probe_serial)
 
     # --- submit --------------------------------------------------------------
 
@@ -175,11 +182,11 @@ class BaseFormScreen(FormDialog):
         self.show_error(None)
         if self.editing:
             assert self.base is not None
-            self.run_call("save", self._update(self.base.id, config, group))
+            self.run_call(self._update(self.base.id, config, group), BaseSaved)
         else:
             model = self.query_one("#model", Select).value
             dims = self._number("dimensions", int)
-            self.run_call("save", self._create(config, group, model if isinstance(model, str) else None, dims))
+            self.run_call(self._create(config, group, model if isinstance(model, str) else None, dims), BaseSaved)
 
     async def _create(self, config: dict[str, Any], group: str, model: str | None, dims: Any) -> KnowledgeBase:
         # the facade finds or creates the group with the base, so a refused base leaves no group

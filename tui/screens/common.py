@@ -1,28 +1,27 @@
-"""Shared pieces of the dialogs: escape closes, Ctrl+S confirms, errors show in place."""
+"""Shared pieces of the dialogs: Esc closes, Ctrl+S confirms, errors show in place.
+
+Every text a dialog shows goes through `ktui.tui.text` (user text is data, never
+markup); every service call runs in a worker whose outcome arrives as one typed
+message (`ktui.tui.messages.Outcome` subclasses).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.binding import Binding
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from ktui.core.errors import KnowledgeError, ValidationError
+from ktui.tui.host import host_of, key_hint
+from ktui.tui.keymap import widget_bindings
+from ktui.tui.messages import Outcome
+from ktui.tui.text import literal
 
 if TYPE_CHECKING:
     from ktui.core.service import KnowledgeService
-
-
-@dataclass
-class Loaded(Message):
-    """A dialog's background fetch finished (workers post this, handlers own widgets)."""
-
-    what: str
-    value: Any = None
-    error: str | None = None
 
 
 def error_text(exc: BaseException) -> str:
@@ -34,14 +33,15 @@ def error_text(exc: BaseException) -> str:
 class Dialog(ModalScreen):
     """Base dialog: Escape cancels (dismiss(None)), Ctrl+S runs `action_submit`."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
-        Binding("escape", "close", "Close", id="modal.close"),
-        Binding("ctrl+s", "submit", "Confirm", id="modal.submit"),
-    ]
+    BINDINGS: ClassVar[list[Binding]] = widget_bindings(["modal.close", "modal.submit"])
 
     @property
     def ks(self) -> KnowledgeService:
-        return self.app.ks  # type: ignore[attr-defined]
+        return host_of(self).ks
+
+    def key(self, binding_id: str) -> str:
+        """The key bound to `binding_id` (after the user's keymap), for a hint or a button label."""
+        return key_hint(self, binding_id)
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -52,21 +52,23 @@ class Dialog(ModalScreen):
     def show_error(self, message: str | None) -> None:
         for widget in self.query(".dialog-error"):
             assert isinstance(widget, Static)
-            widget.update(message or "")
+            widget.update(literal(message or ""))
             widget.display = bool(message)
 
-    def run_call(self, what: str, coro: Any) -> None:
-        """Await a service call in a worker; the outcome arrives as a `Loaded` message."""
+    def run_call(self, coro: Awaitable[Any], outcome: type[Outcome], *, group: str | None = None,
+                 **fields: Any) -> None:
+        """Await a service call in a worker; its outcome arrives as `outcome(value=…)` or
+        `outcome(error=…)` (the service's message, naming the field)."""
 
         async def call() -> None:
             try:
                 value = await coro
             except KnowledgeError as exc:
-                self.post_message(Loaded(what, error=error_text(exc)))
+                self.post_message(outcome(error=error_text(exc), **fields))
             else:
-                self.post_message(Loaded(what, value))
+                self.post_message(outcome(value=value, **fields))
 
-        self.run_worker(call(), group=what, exit_on_error=False)
+        self.run_worker(call(), group=group or outcome.__name__, exit_on_error=False)
 
 
 class FormDialog(Dialog):
@@ -75,6 +77,12 @@ class FormDialog(Dialog):
 
     SUBMIT_BUTTON: ClassVar[str] = "submit"
     SUBMIT_ON_ENTER: ClassVar[bool] = True
+
+    def buttons(self, submit_label: str) -> tuple[Button, Button]:
+        """The dialog's two buttons, their labels naming the keys that do the same."""
+        return (Button(literal(f"{submit_label} ({self.key('modal.submit')})"), variant="primary",
+                       id=self.SUBMIT_BUTTON),
+                Button(literal(f"Cancel ({self.key('modal.close')})"), id="cancel"))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == self.SUBMIT_BUTTON:

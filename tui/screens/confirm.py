@@ -1,4 +1,8 @@
-"""Confirm a destructive action; dismisses with True or False."""
+"""Confirm a destructive action; dismisses with True or False.
+
+The title and the question usually quote a user's name ("Delete “Team [wiki]”?"):
+both are shown literally (`ktui.tui.text`).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, Static
 
+from ktui.tui.keymap import widget_bindings
 from ktui.tui.screens.common import Dialog
+from ktui.tui.text import literal, shorten
+
+MESSAGE_LIMIT = 2000  # characters of the question shown (a 10,000-character name is cut)
 
 
 class ConfirmScreen(Dialog):
-    BINDINGS: ClassVar[list[Binding]] = [
-        Binding("y", "submit", "Yes", id="confirm.yes"),
-        Binding("n", "close", "No", id="confirm.no"),
-    ]
+    BINDINGS: ClassVar[list[Binding]] = widget_bindings(["confirm.yes", "confirm.no"])
 
     def __init__(self, title: str, message: str, confirm_label: str = "Delete") -> None:
         super().__init__()
@@ -26,11 +31,12 @@ class ConfirmScreen(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog confirm"):
-            yield Label(self.title_text, classes="dialog-title")
-            yield Static(self.message, classes="dialog-body")
+            yield Label(literal(self.title_text, one_line=True), classes="dialog-title")
+            yield Static(literal(shorten(self.message, MESSAGE_LIMIT)), classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
-                yield Button(f"{self.confirm_label} (y)", variant="error", id="yes")
-                yield Button("Cancel (n)", id="no")
+                yield Button(literal(f"{self.confirm_label} ({self.key('confirm.yes')})"), variant="error",
+                             id="yes")
+                yield Button(literal(f"Cancel ({self.key('confirm.no')} / {self.key('modal.close')})"), id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Label, Static
 
-from ktui.tui.keymap import APP_ACTIONS, EXTRA_IDS, display_key, key_of
+from ktui.tui.keymap import APP_ACTIONS, WIDGET_KEYS, display_key, key_of
 from ktui.tui.screens.common import Dialog
+from ktui.tui.text import literal
 
 
 class HelpScreen(Dialog):
@@ -19,22 +21,20 @@ class HelpScreen(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog help"):
-            yield Label("Keys", classes="dialog-title")
+            yield Label(literal("Keys"), classes="dialog-title")
             yield DataTable(id="keys", cursor_type="row", zebra_stripes=True)
-            yield Static(
+            yield Static(literal(
                 "Remap any key in the settings file: [keymap] section, binding id = \"key\".  "
-                "Ctrl+P opens the command palette (every action, themes).  Esc closes.",
-                classes="dialog-hint",
-            )
+                f"Ctrl+P opens the command palette (every action, themes).  {self.key('modal.close')} closes."),
+                classes="dialog-hint")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("Key", "Action", "Binding id")
+        # cells are Rich Text: a user's key string ("[") is data, never markup
         for action in APP_ACTIONS:
-            table.add_row(display_key(key_of(action, self.keymap)), action.help, action.id)
-        for binding_id, text in EXTRA_IDS.items():
-            key, _, what = text.partition(": ")
-            table.add_row(display_key(self.keymap.get(binding_id, key)), what, binding_id)
-        table.add_row("Ctrl+P", "Command palette", "(textual)")
-        table.add_row("Enter / Space", "Open a result / expand a folder", "(textual)")
+            table.add_row(Text(display_key(key_of(action, self.keymap))), Text(action.help), Text(action.id))
+        for binding_id, key in WIDGET_KEYS.items():
+            table.add_row(Text(display_key(self.keymap.get(binding_id, key.key))), Text(key.help), Text(binding_id))
+        table.add_row(Text("Ctrl+P"), Text("Command palette"), Text("(textual)"))
         table.focus()

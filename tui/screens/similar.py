@@ -11,13 +11,16 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Label, Static
+from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ktui.core.engine import RankResult
 from ktui.core.models import KnowledgeBase, KnowledgeItem
-from ktui.tui.screens.common import Dialog, Loaded
-from ktui.tui.widgets.item_tree import TYPE_ICONS
+from ktui.tui.messages import SimilarRanked
+from ktui.tui.screens.item_detail import ItemDetailScreen
+from ktui.tui.screens.common import Dialog
+from ktui.tui.text import clean, literal
+from ktui.tui.widgets.item_labels import TYPE_ICONS
 from ktui.tui.widgets.search_pane import ResultList
 
 TOP_K = 10
@@ -28,28 +31,31 @@ class SimilarScreen(Dialog):
         super().__init__()
         self.base = base
         self.item = item
+        self.matches: list[KnowledgeItem] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog similar"):
-            yield Label(f"Similar to “{self.item.display_name}”", classes="dialog-title")
-            yield Static("Ranking…", id="similar-status")
+            yield Label(literal(f"Similar to “{self.item.display_name}”", one_line=True), classes="dialog-title")
+            yield Static(literal("Ranking…"), id="similar-status")
             yield ResultList(id="similar-list")
             yield Static("", classes="dialog-error")
-            yield Static("Esc close", classes="dialog-hint")
+            yield Static(literal(f"Enter opens the item's details · {self.key('modal.close')} close"),
+                         classes="dialog-hint")
 
     def on_mount(self) -> None:
         self.show_error(None)
         self.query_one("#similar-list").focus()
-        self.run_call("similar", self.ks.similar_items(self.base.id, self.item.id, TOP_K))
+        self.run_call(self.ks.similar_items(self.base.id, self.item.id, TOP_K), SimilarRanked)
 
-    def on_loaded(self, message: Loaded) -> None:
+    def on_similar_ranked(self, message: SimilarRanked) -> None:
         message.stop()
         status = self.query_one("#similar-status", Static)
-        if message.error:
+        if message.error or message.value is None:
             status.update("")
             self.show_error(message.error)
             return
         result: RankResult = message.value
+        self.matches = [m.candidate for m in result.matches]
         listing = self.query_one("#similar-list", ResultList)
         listing.clear_options()
         for m in result.matches:
@@ -57,10 +63,19 @@ class SimilarScreen(Dialog):
             t.append(f"{m.rank:>2}. ", "bold")
             t.append(f"{m.score:.3f}  ", "cyan")
             t.append(TYPE_ICONS.get(m.candidate.type, "•") + " ")
-            t.append(m.candidate.display_name)
+            t.append(clean(m.candidate.display_name, one_line=True))
             listing.add_option(Option(t, id=m.candidate.id))
-        head = Text(f"{len(result.matches)} similar item(s)")
+        n = len(result.matches)
+        head = Text(f"{n} similar item{'s' if n != 1 else ''} (score: cosine similarity of the items' "
+                    "chunks, 1 = same)" if n else "No other item in this base is similar.")
         if result.degraded:
-            head.append("  DEGRADED ", "bold white on red")
-            head.append(f" keyword fallback: {result.reason}", "red")
+            head = Text("keyword results only ", "bold yellow")
+            head.append(f"({clean(result.reason or 'the embedding model is unavailable', one_line=True)})",
+                        "yellow")
         status.update(head)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        """Enter on a similar item opens its details (over this dialog; Esc comes back)."""
+        idx = event.option_index
+        if 0 <= idx < len(self.matches):
+            self.app.push_screen(ItemDetailScreen(self.matches[idx]))

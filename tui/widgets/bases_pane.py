@@ -10,31 +10,43 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ktui.core.models import BaseStatus, KnowledgeBase, KnowledgeGroup
+from ktui.tui.host import key_hint
+from ktui.tui.keymap import widget_bindings
+from ktui.tui.text import clean, shorten
 
 UNGROUPED = "Ungrouped"
 
 
-def base_prompt(base: KnowledgeBase, count: int | None, notice: str | None = None) -> Text:
+NAME_LIMIT = 200
+
+
+def base_prompt(base: KnowledgeBase, count: int | None, notice: str | None = None,
+                restore_key: str = "R") -> Text:
+    """One base as a list entry; its name, emoji and notice are data (cleaned, never markup)."""
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(f"{base.emoji} ")
-    t.append(base.name, "bold")
+    t.append(clean(base.emoji, one_line=True) + " ")
+    t.append(clean(shorten(base.name, NAME_LIMIT), one_line=True), "bold")
     if count is not None:
         t.append(f"  {count}", "dim")
     if base.status == BaseStatus.FAILED:
         why = base.error.value.replace("_", " ") if base.error else "failed"
-        t.append(f"\n   ✘ {why} — R restores", "bold red")
+        t.append(f"\n   ✘ {why} — {restore_key} restores", "bold red")
     if notice:
-        t.append(f"\n   ⚠ {notice}", "red")
+        t.append("\n   ⚠ " + clean(shorten(notice, 300), one_line=True), "red")
     return t
 
 
 class BasesPane(OptionList):
     """Options are bases (id = base id); group headings are disabled options."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
-        Binding("j", "cursor_down", "Down", show=False, id="list.down"),
-        Binding("k", "cursor_up", "Up", show=False, id="list.up"),
-    ]
+    BINDINGS: ClassVar[list[Binding]] = widget_bindings(
+        ["list.down", "list.up", "list.top", "list.bottom", "pane.right"])
+
+    def _prompt(self, base: KnowledgeBase, count: int | None, notice: str | None) -> Text:
+        return base_prompt(base, count, notice, restore_key=key_hint(self, "base.restore"))
+
+    def action_pane_right(self) -> None:
+        self.app.run_action("focus_pane('items')")
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -66,10 +78,11 @@ class BasesPane(OptionList):
         show_headings = len(order) > 1 or (order and order[0] != UNGROUPED)
         for name in order:
             if show_headings:
-                options.append(Option(Text(name, "bold underline"), id=f"group:{name}", disabled=True))
+                options.append(Option(Text(clean(shorten(name, NAME_LIMIT), one_line=True), "bold underline"),
+                                      id=f"group:{name}", disabled=True))
                 layout.append(f"group:{name}")
             for base in sorted(by_group[name], key=lambda b: (b.name.casefold(), b.id)):
-                options.append(Option(base_prompt(base, counts.get(base.id), self.notices.get(base.id)), id=base.id))
+                options.append(Option(self._prompt(base, counts.get(base.id), self.notices.get(base.id)), id=base.id))
                 layout.append(base.id)
         if layout == self._layout:
             # same shape: replace prompts in place, the highlight and scroll stay put
@@ -87,7 +100,7 @@ class BasesPane(OptionList):
     def update_counts(self, counts: dict[str, int]) -> None:
         self.counts = dict(counts)
         for base_id, base in self.bases.items():
-            self.replace_option_prompt(base_id, base_prompt(base, counts.get(base_id), self.notices.get(base_id)))
+            self.replace_option_prompt(base_id, self._prompt(base, counts.get(base_id), self.notices.get(base_id)))
 
     def set_notice(self, base_id: str, notice: str | None) -> None:
         if notice is None:
@@ -96,4 +109,4 @@ class BasesPane(OptionList):
             self.notices[base_id] = notice
         base = self.bases.get(base_id)
         if base is not None:
-            self.replace_option_prompt(base_id, base_prompt(base, self.counts.get(base_id), notice))
+            self.replace_option_prompt(base_id, self._prompt(base, self.counts.get(base_id), notice))

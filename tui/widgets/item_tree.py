@@ -12,91 +12,36 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from rich.text import Text
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ktui.core.errors import KnowledgeError
-from ktui.core.models import ItemChanged, ItemPhase, ItemStatus, ItemType, KnowledgeItem
+from ktui.core.models import ItemChanged, ItemStatus, KnowledgeItem
+from ktui.core.service import KnowledgeService
+from ktui.tui.host import host_of
+from ktui.tui.keymap import widget_bindings
 from ktui.tui.messages import ItemsFetched, ItemsPage, ServiceFailed
-
-if TYPE_CHECKING:
-    from ktui.tui.app import KtuiApp
+from ktui.tui.widgets.item_labels import ItemNode, node_label, sort_key
 
 PAGE_SIZE = 100
-TYPE_ICONS = {
-    ItemType.FILE: "📄",
-    ItemType.URL: "🌐",
-    ItemType.NOTE: "📝",
-    ItemType.DIRECTORY: "📁",
-    ItemType.SITEMAP: "🧭",
-}
 
 
-@dataclass(slots=True)
-class ItemNode:
-    """What a tree node shows: the item plus its latest live state."""
+@dataclass
+class ItemOpened(Message):
+    """Enter on a leaf (or `i` on any item): the app shows the item's details."""
 
     item: KnowledgeItem
-    status: ItemStatus
-    phase: ItemPhase | None
-    error: str | None
-    progress: float | None = None
-    loaded: bool = False  # children requested (containers)
-    watch: bool = False
-    notice: str | None = None  # a service error about this item (e.g. a refused reindex)
-
-    @classmethod
-    def of(cls, item: KnowledgeItem) -> ItemNode:
-        return cls(item, item.status, item.phase, item.error, watch=bool(getattr(item.data, "watch", False)))
-
-
-STATUS_MARKS = {
-    ItemStatus.COMPLETED: ("✔", "green"),
-    ItemStatus.FAILED: ("✘", "bold red"),
-    ItemStatus.PROCESSING: ("◌", "yellow"),
-    ItemStatus.IDLE: ("·", "dim"),
-}
-
-
-def node_label(node: ItemNode) -> Text:
-    """Type icon and status mark first (always visible), then the name, then what is going on."""
-    t = Text(no_wrap=True, overflow="ellipsis")
-    mark, style = STATUS_MARKS.get(node.status, ("?", ""))
-    t.append(TYPE_ICONS.get(node.item.type, "•") + " ")
-    t.append(mark + " ", style)
-    t.append(node.item.display_name, "bold" if node.item.type.is_container else "")
-    if node.watch:
-        t.append(" 👁", "dim")
-    if node.status == ItemStatus.PROCESSING:
-        t.append(f"  {node.phase.value if node.phase else 'processing'}", "yellow")
-        if node.progress is not None and node.phase == ItemPhase.EMBEDDING:
-            t.append(f" {node.progress * 100:3.0f}%", "bold yellow")
-    elif node.status == ItemStatus.FAILED:
-        error = node.error.replace(node.item.source, node.item.display_name) if node.error else "failed"
-        t.append(f"  {error}", "red")
-    elif node.status == ItemStatus.IDLE:
-        t.append("  queued", "dim")
-    if node.notice:
-        t.append(f"  ⚠ {node.notice}", "red")
-    return t
-
-
-def sort_key(item: KnowledgeItem) -> tuple[bool, str, str]:
-    """Inside a container: sub-folders first, then by name (stable across runs)."""
-    return (not item.type.is_container, item.display_name.casefold(), item.id)
 
 
 class ItemTree(Tree[ItemNode]):
     """Items of one base. `base_id` is None until a base is selected."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
-        Binding("j", "cursor_down", "Down", show=False, id="list.down"),
-        Binding("k", "cursor_up", "Up", show=False, id="list.up"),
-    ]
+    BINDINGS: ClassVar[list[Binding]] = widget_bindings(
+        ["tree.open", "list.down", "list.up", "list.top", "list.bottom", "tree.collapse", "tree.expand"])
 
     def __init__(self, **kw) -> None:
         super().__init__("items", **kw)
@@ -109,8 +54,42 @@ class ItemTree(Tree[ItemNode]):
         self._fetching: set[str | None] = set()
 
     @property
-    def ktui(self) -> KtuiApp:
-        return self.app  # type: ignore[return-value]
+    def ks(self) -> KnowledgeService:
+        return host_of(self).ks
+
+    # --- keys: Enter opens, g/G ends, h/l collapse/expand ----------------------
+
+    def action_open(self) -> None:
+        """Enter: a folder or sitemap expands/collapses, any other item opens its details."""
+        node = self.cursor_node
+        if node is None or node.data is None:
+            return
+        if node.data.item.type.is_container:
+            node.toggle()
+        else:
+            self.post_message(ItemOpened(node.data.item))
+
+    def action_first(self) -> None:
+        if self.last_line >= 0:
+            self.cursor_line = 0
+
+    def action_last(self) -> None:
+        if self.last_line >= 0:
+            self.cursor_line = self.last_line
+
+    def action_collapse(self) -> None:
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.allow_expand and node.is_expanded:
+            node.collapse()
+        elif node.parent is not None and node.parent is not self.root:
+            self.move_cursor(node.parent)
+
+    def action_expand(self) -> None:
+        node = self.cursor_node
+        if node is not None and node.allow_expand and not node.is_expanded:
+            node.expand()
 
     # --- loading ----------------------------------------------------------
 
@@ -140,7 +119,7 @@ class ItemTree(Tree[ItemNode]):
         page = 1
         while True:
             try:
-                result = await self.ktui.ks.list_items(base_id, group_id=parent_id, page=page, limit=PAGE_SIZE)
+                result = await self.ks.list_items(base_id, group_id=parent_id, page=page, limit=PAGE_SIZE)
             except KnowledgeError as exc:
                 self.post_message(ServiceFailed("Loading items failed", str(exc), base_id=base_id))
                 return
@@ -264,7 +243,7 @@ class ItemTree(Tree[ItemNode]):
         items = []
         for item_id in ids:
             try:
-                items.append(await self.ktui.ks.get_item(item_id))
+                items.append(await self.ks.get_item(item_id))
             except KnowledgeError:
                 continue  # deleted meanwhile
         self.post_message(ItemsFetched(base_id, items, generation))

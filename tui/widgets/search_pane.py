@@ -1,22 +1,36 @@
-"""The search pane: query, mode, top-K, ranked results with highlighted snippets."""
+"""The search pane: query, mode, top-K, ranked results, a preview of the highlighted hit.
+
+A result line says where the hit comes from (the path inside the folder that was
+added, or the URL, and the heading), a score a person can read (see
+`score_label`), and a snippet with the query's words highlighted. Above the
+list one status line says what happened — "No results", "keyword results
+only (…)" — in full, wrapped, never cut. All document text is drawn literally
+(`ktui.tui.text`).
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import PurePath
 from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from ktui.core.models import KnowledgeSearchResult, SearchResponse
+from ktui.core.models import KnowledgeSearchResult, ScoreKind, SearchResponse
+from ktui.tui.host import key_hint
+from ktui.tui.keymap import widget_bindings
+from ktui.tui.search_modes import mode_name, mode_options, next_mode
+from ktui.tui.text import clean, rich_literal, shorten
 
-MODES = [("hybrid", "hybrid"), ("vector (default)", "default"), ("bm25 (keywords)", "bm25")]
 _WORD = re.compile(r"\w+", re.UNICODE)
+SNIPPET_WIDTH = 150
+PREVIEW_LIMIT = 20_000
 
 
 def query_terms(query: str) -> list[str]:
@@ -24,17 +38,47 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(w for w in _WORD.findall(query.lower()) if len(w) > 2))
 
 
-def short_source(metadata: dict) -> str:
-    """A file's name (never the whole path: paths are noise here), or the URL."""
+def highlight_terms(text: Text, terms: list[str]) -> Text:
+    """Highlight whole words and their stems ("repair" in "repairs"), not "do" in "dogs"."""
+    for term in terms:
+        text.highlight_regex(re.compile(r"\b" + re.escape(term), re.IGNORECASE), "bold reverse")
+    return text
+
+
+def short_source(metadata: dict, roots: Iterable[str] = ()) -> str:
+    """Where a hit comes from: the URL, or the file's path inside the folder that was added
+    (`handbook/repairs.md` under the folder `demo-corpus`), or the file's name."""
     source = str(metadata.get("source") or "")
     if "://" in source:
         return source
-    return PurePath(source).name or source or "?"
+    path = PurePath(source)
+    for root in roots:
+        root_path = PurePath(root)
+        if path.is_relative_to(root_path) and path != root_path:
+            return str(PurePath(root_path.name) / path.relative_to(root_path))
+    return path.name or source or "?"
 
 
-def snippet(text: str, terms: list[str], width: int = 150) -> Text:
+def score_label(result: KnowledgeSearchResult) -> tuple[str, str]:
+    """(figure, what it means) for a person: a 0–1 relevance where the service gives one,
+    else the score with its kind; hybrid (RRF) scores are rank arithmetic, so only the rank shows."""
+    relevance = getattr(result, "relevance", None)
+    if isinstance(relevance, (int, float)):
+        return f"{relevance:.2f}", "relevance 0–1"
+    match result.score_kind:
+        case ScoreKind.COSINE:
+            return f"{result.score:.2f}", "similarity 0–1"
+        case ScoreKind.RERANK:
+            return f"{result.score:.2f}", "reranker score"
+        case ScoreKind.BM25:
+            return f"{result.score:.1f}", "keyword score (higher is better)"
+        case _:
+            return "", "hybrid rank (vector + keyword ranks fused)"
+
+
+def snippet(text: str, terms: list[str], width: int = SNIPPET_WIDTH) -> Text:
     """A window of the chunk around the first query term, terms highlighted."""
-    flat = " ".join(text.split())
+    flat = " ".join(shorten(text, 50_000).split())
     lower = flat.lower()
     patterns = [re.compile(r"\b" + re.escape(term), re.IGNORECASE) for term in terms]
     hits = [m.start() for p in patterns if (m := p.search(lower))]
@@ -42,32 +86,55 @@ def snippet(text: str, terms: list[str], width: int = 150) -> Text:
     piece = flat[start:start + width]
     prefix = "…" if start > 0 else ""
     suffix = "…" if start + width < len(flat) else ""
-    out = Text(prefix + piece + suffix, style="")
-    for pattern in patterns:  # whole words and their stems ("repair" in "repairs"), not "do" in "dogs"
-        out.highlight_regex(pattern, "bold reverse")
-    return out
+    return highlight_terms(rich_literal(prefix + piece + suffix, one_line=True), terms)
 
 
-def result_prompt(result: KnowledgeSearchResult, terms: list[str]) -> Text:
-    t = Text()
+def result_prompt(result: KnowledgeSearchResult, terms: list[str], roots: Iterable[str] = ()) -> Text:
+    """Two lines, each cut at the pane's edge: where the hit is from, then the snippet
+    (the preview below the list, or Enter, shows the whole chunk)."""
+    t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{result.rank:>2}. ", "bold")
-    t.append(f"{result.score:.3f}", "cyan")
-    t.append(f" {result.score_kind.value}", "dim")
-    t.append("  ")
-    t.append(short_source(result.metadata), "bold green")
+    figure, _ = score_label(result)
+    if figure:
+        t.append(figure + " ", "cyan")
+    t.append(clean(shorten(short_source(result.metadata, roots), 300), one_line=True), "bold green")
     heading = result.metadata.get("heading")
     if heading:
-        t.append(f" › {heading}", "green")
+        t.append(" › " + clean(shorten(str(heading), 200), one_line=True), "green")
     t.append("\n")
     t.append_text(snippet(result.page_content, terms))
     return t
 
 
 class ResultList(OptionList):
-    BINDINGS: ClassVar[list[Binding]] = [
-        Binding("j", "cursor_down", "Down", show=False, id="list.down"),
-        Binding("k", "cursor_up", "Up", show=False, id="list.up"),
-    ]
+    """A list of results (also the chunk and similar lists): j/k, g/G, n/N move, Enter opens."""
+
+    BINDINGS: ClassVar[list[Binding]] = widget_bindings(
+        ["results.open", "list.down", "list.up", "list.top", "list.bottom", "results.next", "results.prev",
+         "pane.left"])
+
+    def action_next_result(self) -> None:
+        if self.option_count:
+            self.highlighted = 0 if self.highlighted is None else (self.highlighted + 1) % self.option_count
+
+    def action_previous_result(self) -> None:
+        if self.option_count:
+            self.highlighted = self.option_count - 1 if self.highlighted is None \
+                else (self.highlighted - 1) % self.option_count
+
+    def action_pane_left(self) -> None:
+        if self.id == "results":
+            self.app.run_action("focus_pane('items')")
+
+
+class QueryInput(Input):
+    """The query box: Esc leaves it for the results (or the items when there are none)."""
+
+    BINDINGS: ClassVar[list[Binding]] = widget_bindings(["input.leave"])
+
+    def action_leave(self) -> None:
+        results = self.app.query_one("#results", ResultList)
+        self.app.run_action("focus_pane('results')" if results.option_count else "focus_pane('items')")
 
 
 class SearchPane(Vertical):
@@ -76,15 +143,19 @@ class SearchPane(Vertical):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.results: list[KnowledgeSearchResult] = []
+        self.terms: list[str] = []
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="Search the base…  (/ to focus, Enter to run)", id="query")
+        yield QueryInput(placeholder=f"Search the base…  ({key_hint(self, 'app.search')} to focus, Enter to run)",
+                         id="query")
         with Horizontal(id="search-controls"):
-            yield Select(MODES, value="hybrid", allow_blank=False, id="mode")
+            yield Select(mode_options(), value="hybrid", allow_blank=False, id="mode", compact=True)
             yield Label("top-K", id="topk-label")
-            yield Input(value="10", type="integer", id="topk", tooltip="top-K")
+            yield QueryInput(value="10", type="integer", id="topk", tooltip="top-K: how many results", compact=True)
         yield Static("", id="search-status")
         yield ResultList(id="results")
+        with VerticalScroll(id="preview-box"):
+            yield Static("", id="preview")
 
     @property
     def query_text(self) -> str:
@@ -107,34 +178,64 @@ class SearchPane(Vertical):
         self.query_one("#topk", Input).value = str(top_k)
 
     def cycle_mode(self) -> str:
-        values = [v for _, v in MODES]
         select = self.query_one("#mode", Select)
-        select.value = values[(values.index(str(select.value)) + 1) % len(values)]
-        return str(select.value)
+        select.value = next_mode(str(select.value))
+        return mode_name(str(select.value))
 
-    def show_status(self, text: str | Text) -> None:
+    def show_status(self, text: Text) -> None:
         self.query_one("#search-status", Static).update(text)
 
-    def show_response(self, query: str, response: SearchResponse, mode: str) -> None:
-        terms = query_terms(query)
+    def show_response(self, query: str, response: SearchResponse, mode: str, roots: Iterable[str] = ()) -> None:
+        self.terms = query_terms(query)
+        roots = list(roots)
         self.results = list(response.results)
         results = self.query_one(ResultList)
         results.clear_options()
-        results.add_options(Option(result_prompt(r, terms), id=r.chunk_id) for r in self.results)
+        results.add_options(Option(result_prompt(r, self.terms, roots), id=r.chunk_id) for r in self.results)
+        n = len(self.results)
         status = Text()
         if response.degraded:
-            status.append(" DEGRADED ", "bold white on red")
-            status.append(f" keyword fallback: {response.reason or 'the query could not be embedded'}  ", "red")
-        n = len(self.results)
-        status.append(f"{n} result{'s' if n != 1 else ''} for “{query}” ({mode})", "dim" if n else "yellow")
+            status.append("keyword results only ", "bold yellow")
+            status.append("(" + clean(response.reason or "the embedding model is unavailable", one_line=True) + ")\n",
+                          "yellow")
+        quoted = clean(shorten(query, 200), one_line=True)
+        if n:
+            status.append(f"{n} result{'s' if n != 1 else ''} for “{quoted}” ({mode_name(mode)})", "dim")
+            kinds = dict.fromkeys(score_label(r)[1] for r in self.results)
+            status.append(" · score: " + ", ".join(kinds), "dim")
+        else:
+            status.append(f"No results for “{quoted}” ({mode_name(mode)}).", "bold yellow")
         self.show_status(status)
         if n:
             results.highlighted = 0
+        else:
+            self.show_preview(None)
+
+    def show_failure(self, query: str, error: str) -> None:
+        self.results = []
+        self.query_one(ResultList).clear_options()
+        self.show_preview(None)
+        status = Text(f"Search for “{clean(shorten(query, 200), one_line=True)}” failed: ", "bold red")
+        status.append(clean(shorten(error, 2000)), "red")
+        self.show_status(status)
+
+    def show_preview(self, result: KnowledgeSearchResult | None) -> None:
+        preview = self.query_one("#preview", Static)
+        if result is None:
+            preview.update("")
+            return
+        body = rich_literal(shorten(result.page_content.strip(), PREVIEW_LIMIT))
+        preview.update(highlight_terms(body, self.terms))
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list.id == "results":
+            self.show_preview(self.selected_result)
 
     def clear_results(self) -> None:
         self.results = []
         self.query_one(ResultList).clear_options()
-        self.show_status("")
+        self.show_status(Text())
+        self.show_preview(None)
 
     @property
     def selected_result(self) -> KnowledgeSearchResult | None:
