@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "KnowledgeService": "service",
     "Settings": "config",
     "load_settings": "config",
+    "default_config_path": "config",  # where the TUI saves a preference (the theme)
     # the Knowledge Engine
     "rank_docs_by_embedding": "engine",
     "cosine_similarity": "engine",

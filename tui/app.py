@@ -68,9 +68,9 @@ from ktui.tui.screens.help import HelpScreen
 from ktui.tui.screens.item_detail import ItemDetailScreen
 from ktui.tui.screens.restore import RestoreScreen
 from ktui.tui.screens.similar import SimilarScreen
-from ktui.tui.widgets.bases_pane import BasesPane
 from ktui.tui.settings_file import save_top_level
 from ktui.tui.text import clean, literal, shorten
+from ktui.tui.widgets.bases_pane import BasesPane
 from ktui.tui.widgets.item_tree import ItemOpened, ItemTree
 from ktui.tui.widgets.search_pane import SearchPane, short_source
 from ktui.tui.widgets.status_line import StatusLine

@@ -17,8 +17,8 @@ from textual.widgets.option_list import Option
 from ktui.core.engine import RankResult
 from ktui.core.models import KnowledgeBase, KnowledgeItem
 from ktui.tui.messages import SimilarRanked
-from ktui.tui.screens.item_detail import ItemDetailScreen
 from ktui.tui.screens.common import Dialog
+from ktui.tui.screens.item_detail import ItemDetailScreen
 from ktui.tui.text import clean, literal
 from ktui.tui.widgets.item_labels import TYPE_ICONS
 from ktui.tui.widgets.search_pane import ResultList
