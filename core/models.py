@@ -75,6 +75,11 @@ class SearchMode(StrEnum):
     BM25 = "bm25"  # FTS5 full-text ranking
     HYBRID = "hybrid"  # reciprocal-rank fusion of both
 
+    @classmethod
+    def _missing_(cls, value: object) -> SearchMode | None:
+        """`vector` is the name users see (TUI, CLI, docs); `default` stays the stored value."""
+        return cls.DEFAULT if isinstance(value, str) and value == "vector" else None
+
 
 class ScoreKind(StrEnum):
     """What a result's `score` measures, so callers never compare apples to pears."""

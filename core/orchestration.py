@@ -406,7 +406,7 @@ class KnowledgeOrchestrationService:
             try:
                 search_mode = SearchMode(mode)
             except ValueError:
-                raise ValidationError.field("mode", "must be one of default, bm25, hybrid") from None
+                raise ValidationError.field("mode", "must be one of hybrid, vector (or default), bm25") from None
         store = await self.runtime.store(base)
         return await run_search(base, store, self.embeddings, text, top_k=k, mode=search_mode)
 

@@ -68,7 +68,8 @@ def _base_settings(p: argparse.ArgumentParser, *, update: bool) -> None:
     p.add_argument("--chunk-overlap", type=int, metavar="N", help="tokens shared by neighbouring chunks (< chunk size)", **d)
     p.add_argument("--threshold", type=_unit_or_none, metavar="X", help="minimum similarity 0..1 ('none' clears)", **d)
     p.add_argument("--top-k", type=_int_or_none, metavar="N", help="results per search, 1..1000 ('none' = 10)", **d)
-    p.add_argument("--mode", choices=["default", "bm25", "hybrid"], help="search mode", **d)
+    p.add_argument("--mode", choices=["hybrid", "vector", "bm25", "default"],
+                   help="search mode: hybrid, vector or bm25 ('default' is the old name of vector)", **d)
     p.add_argument("--alpha", type=_unit_or_none, metavar="X", help="hybrid weight of the vector side, 0..1", **d)
 
 
@@ -147,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(sub, "search", "search a base")
     p.add_argument("base", help="base id or unique name")
     p.add_argument("query")
-    p.add_argument("--mode", choices=["default", "bm25", "hybrid"], help="override the base's search mode")
+    p.add_argument("--mode", choices=["hybrid", "vector", "bm25", "default"],
+                   help="override the base's search mode: hybrid, vector or bm25 ('default' = vector)")
     p.add_argument("--top-k", type=int, metavar="N", help="number of results (default: the base's)")
 
     p = command(sub, "chunks", "list the stored chunks of an item")

@@ -220,7 +220,7 @@ def validate_base_field(name: str, value: Any) -> Any:
             try:
                 return SearchMode(value)
             except (ValueError, TypeError):
-                raise ValidationError.field("search_mode", "must be one of default, bm25, hybrid") from None
+                raise ValidationError.field("search_mode", "must be one of hybrid, vector (or default), bm25") from None
         case "hybrid_alpha":
             return _unit(value, "hybrid_alpha")
     raise ValidationError.field(name, "unknown field")

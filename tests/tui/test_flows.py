@@ -397,7 +397,7 @@ async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one("#keys")
         rows = [table.get_row_at(i) for i in range(table.row_count)]
-        assert ["Ctrl+n", "Create a knowledge base", "base.new"] in [list(map(str, r)) for r in rows]
+        assert ["Ctrl+N", "Create a knowledge base", "base.new"] in [list(map(str, r)) for r in rows]
         await pilot.press("escape")
         # the palette offers only what makes sense now: no base yet, so no "Add"
         names = [a.description for a, _ in KtuiCommands(app.screen)._available()]

@@ -175,10 +175,10 @@ async def test_hostile_bases_groups_items_and_errors_through_every_screen(settin
         assert "unsupported" in text.lower() or "✘" in text  # the failed file's error is on its line
 
         # every item dialog on one item of each kind of hostility (all of them would take minutes)
-        picks = {HOSTILE[2], HOSTILE[6], HOSTILE[15], FILE_NAMES[0]}
+        picks = {HOSTILE[2], FILE_NAMES[0]}
         nodes = [n for n in app.item_tree.nodes_by_id.values() if n.data.item.type.is_leaf
                  and (n.data.item.error or any(n.data.item.display_name.startswith(p[:50]) for p in picks))]
-        assert len(nodes) >= 4
+        assert len(nodes) >= 3
         for node in nodes:
             name = shown(node.data.item.display_name, 30)
             app.item_tree.move_cursor(node)
@@ -203,7 +203,7 @@ async def test_hostile_bases_groups_items_and_errors_through_every_screen(settin
             assert alive(app)
         # base dialogs on every hostile base
         app.bases_pane.focus()
-        for name, base in list(bases.items())[:3]:
+        for name, base in list(bases.items())[:2]:
             app.bases_pane.highlighted = app.bases_pane.get_option_index(base.id)
             await pilot.pause()
             assert shown(name) in str(app.query_one("#items-title").render())
@@ -212,7 +212,7 @@ async def test_hostile_bases_groups_items_and_errors_through_every_screen(settin
         # hostile queries: results, preview and chunk-in-context show document text literally
         app._select_base(target)
         await until(lambda: app.item_tree.base_id == target.id, pilot)
-        for query in ["[/]", "[@click=app.quit] kites", HOSTILE[6]]:
+        for query in ["[/]", "[@click=app.quit] kites"]:
             app.query_one("#query", Input).value = query
             app.query_one("#query", Input).focus()
             await pilot.press("enter")

@@ -32,7 +32,7 @@ pytestmark = [
                        reason="tmux is not installed and could not be installed (.ci/run installs it with apt-get)"),
 ]
 
-WIDTH, HEIGHT = 100, 30
+WIDTH, HEIGHT = 160, 40
 
 
 class Terminal:
@@ -40,6 +40,10 @@ class Terminal:
         self.name = f"ktui-test-{uuid.uuid4().hex[:8]}"
         subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(WIDTH), "-y", str(HEIGHT),
                         command], check=True)
+        # a detached session's size can follow tmux's defaults: pin it
+        subprocess.run(["tmux", "set-option", "-t", self.name, "window-size", "manual"], capture_output=True)
+        subprocess.run(["tmux", "resize-window", "-t", self.name, "-x", str(WIDTH), "-y", str(HEIGHT)],
+                       capture_output=True)
 
     def screen(self) -> str:
         out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
@@ -61,6 +65,13 @@ class Terminal:
                 return screen
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+            time.sleep(0.2)
+
+    def wait_gone(self, text: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text in self.screen():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never went away:\n{self.screen()}")
             time.sleep(0.2)
 
     def alive(self) -> bool:
@@ -91,24 +102,30 @@ def test_real_terminal_shows_hostile_names_and_drives_by_keyboard(tmp_path, embe
         f'default_embedding_model = "{MODEL}"\nauto_ollama = false\n\n'
         f'[providers.fake]\nkind = "openai"\nbase_url = "{embedding_server.openai_url}"\nmodels = ["any"]\n',
         encoding="utf-8")
-    term = Terminal(f"{sys.executable} -m ktui --data-dir '{settings.data_dir}' --config '{config}'")
+    term = Terminal(f"env -u COLUMNS -u LINES {sys.executable} -m ktui --data-dir '{settings.data_dir}' --config '{config}'")
     try:
-        screen = term.wait_for("Team [link=http://x]wiki")
-        assert "Items — 📁 Team [link=http://x]wiki" in screen
+        screen = term.wait_for("Items — 📁 Team [link=http://x]wiki")
+        assert "│ 📁 Team [link=http://x]w" in screen  # the bases pane too, literally (cut with …)
         screen = term.wait_for("[link=http://a] [/] first line")
-        term.keys("2", "G", "Enter")  # the items pane; G: the last line (the folder); Enter expands it
+        term.keys("2")  # the items pane
+        time.sleep(1)  # pacing, not an assertion: the focus change is drawn before the next key
+        term.keys("G", "Enter")  # G: the last line (the folder); Enter expands it
         screen = term.wait_for("Meeting notes [draft].md")
         term.keys("G", "i")  # the last line: the file; i opens its details
-        screen = term.wait_for("Chunks")
+        screen = term.wait_for("Text indexed")
         assert "Meeting notes [draft].md" in screen and "Status" in screen
         term.keys("Escape")
-        term.wait_for("Quit")
-        term.keys("slash")
+        term.wait_gone("Text indexed")  # the dialog closed
+        time.sleep(1)  # a lone ESC is told from an Alt+key sequence by a short pause (pacing, not an assertion)
+        term.keys("/")
+        time.sleep(1)
         term.type("[/] spars")
+        term.wait_for("[/] spars")
         term.keys("Enter")
         screen = term.wait_for("for “[/] spars”")
         assert "Meeting notes [draft].md" in screen or "result" in screen
         term.keys("Escape")  # leaves the query box for the results
+        time.sleep(1)
         term.keys("q")
         deadline = time.monotonic() + 30
         while term.alive() and time.monotonic() < deadline:

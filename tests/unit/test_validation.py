@@ -187,7 +187,7 @@ def test_item_type_and_group_filters():
         ("chunk_size", 15),
         ("chunk_size", 100_001),
         ("chunk_overlap", -1),
-        ("search_mode", "vector"),
+        ("search_mode", "semantic"),
         ("search_mode", ["hybrid"]),
         ("name", None),
         ("emoji", None),
@@ -407,3 +407,11 @@ def test_pipes_and_devices_are_not_files(tmp_path):
     (tmp_path / "real.md").write_text("x")
     link.symlink_to(tmp_path / "real.md")
     assert validate_item_input(ItemInput("file", {"path": str(link)})).data.path == str(link)
+
+
+def test_vector_is_the_search_mode_name_and_default_its_old_alias():
+    """One vocabulary (issue 15): users type `vector`; `default` (the stored value) still works."""
+    from ktui.core.models import SearchMode
+
+    assert validate_base_field("search_mode", "vector") == SearchMode.DEFAULT
+    assert validate_base_field("search_mode", "default") == SearchMode.DEFAULT

@@ -45,8 +45,8 @@ class BasesPane(OptionList):
     def _prompt(self, base: KnowledgeBase, count: int | None, notice: str | None) -> Text:
         return base_prompt(base, count, notice, restore_key=key_hint(self, "base.restore"))
 
-    def action_pane_right(self) -> None:
-        self.app.run_action("focus_pane('items')")
+    async def action_pane_right(self) -> None:
+        await self.app.run_action("focus_pane('items')")
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)

@@ -122,9 +122,9 @@ class ResultList(OptionList):
             self.highlighted = self.option_count - 1 if self.highlighted is None \
                 else (self.highlighted - 1) % self.option_count
 
-    def action_pane_left(self) -> None:
+    async def action_pane_left(self) -> None:
         if self.id == "results":
-            self.app.run_action("focus_pane('items')")
+            await self.app.run_action("focus_pane('items')")
 
 
 class QueryInput(Input):
@@ -132,9 +132,9 @@ class QueryInput(Input):
 
     BINDINGS: ClassVar[list[Binding]] = widget_bindings(["input.leave"])
 
-    def action_leave(self) -> None:
+    async def action_leave(self) -> None:
         results = self.app.query_one("#results", ResultList)
-        self.app.run_action("focus_pane('results')" if results.option_count else "focus_pane('items')")
+        await self.app.run_action("focus_pane('results')" if results.option_count else "focus_pane('items')")
 
 
 class SearchPane(Vertical):
