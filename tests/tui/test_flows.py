@@ -225,8 +225,8 @@ async def test_search_opens_the_chunk_in_context_and_marks_degraded(settings, do
         app.query_one("#results").focus()
         await pilot.press("enter")
         assert isinstance(app.screen, ChunkContextScreen)
-        await until(lambda: "Bananas ripen" in str(app.screen.query_one("#context").render()), pilot,
-                    what="context")
+        await until(lambda: app.screen.query("#context") and
+                    "Bananas ripen" in str(app.screen.query_one("#context").render()), pilot, what="context")
         await pilot.press("escape")
         # mode selector: bm25 from the keyboard
         await pilot.press("ctrl+o", "ctrl+o")
