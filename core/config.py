@@ -97,6 +97,7 @@ class Settings:
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     keymap: dict[str, str] = field(default_factory=dict)
     theme: str | None = None
+    serve_token: str | None = None  # `ktui serve`: bearer token (required to bind beyond 127.0.0.1)
 
     def provider(self, name: str) -> ProviderConfig | None:
         return self.effective_providers().get(name)
@@ -212,6 +213,7 @@ _TOP_KEYS = {
     "providers",
     "keymap",
     "theme",
+    "serve_token",
 }
 
 
@@ -232,6 +234,9 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
     concurrency = p.integer(raw, "concurrency", 5, minimum=1, maximum=64)
     auto_ollama = p.boolean(raw, "auto_ollama", True)
     theme = p.string(raw, "theme", None)
+    serve_token = p.string(raw, "serve_token", None)
+    if serve_token is not None and not serve_token.strip():
+        raise ConfigError("must not be empty (leave it out for no token)", file=file, key="serve_token")
 
     ingest = p.section(raw, "ingest", IngestSettings, {
         "max_file_bytes": ("int", 1),
@@ -278,6 +283,7 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         providers=providers,
         keymap=dict(keymap_raw),
         theme=theme,
+        serve_token=serve_token,
     )
 
 

@@ -207,6 +207,42 @@ class Database:
             raise
         return db
 
+    @classmethod
+    async def open_readonly(cls, data_dir: Path) -> Database:
+        """A reader's connection: committed state through SQLite's WAL, never a write.
+
+        No pragma that writes, no migration: `query_only` makes any write fail
+        inside SQLite as well. A data directory without a catalogue yet reads as
+        an empty one (an in-memory database with the current schema), so a reader
+        never creates files the holder would find.
+        """
+        path = data_dir / DB_FILENAME
+        if data_dir.exists() and not data_dir.is_dir():
+            raise StoreError(f"Cannot open database {path}: {data_dir} is not a directory")
+        exists = path.is_file()
+        try:
+            if exists:
+                conn = await aiosqlite.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+            else:
+                conn = await aiosqlite.connect(":memory:", isolation_level=None)
+        except Exception as exc:
+            raise StoreError(f"Cannot open database {path}: {exc}") from exc
+        conn.row_factory = aiosqlite.Row
+        db = cls(conn, path)
+        try:
+            version = await db._read_version()
+            db._refuse_newer(version)
+            if not exists:
+                await db._migrate()
+            await conn.execute("PRAGMA query_only = ON")
+        except aiosqlite.Error as exc:
+            await conn.close()
+            raise StoreError(f"Cannot read database {path}: {exc}") from exc
+        except BaseException:
+            await conn.close()
+            raise
+        return db
+
     async def _read_version(self) -> int:
         try:
             await self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -157,3 +157,15 @@ class EmbeddingShapeError(ProviderError):
 
 class TaskInterrupted(KnowledgeError):
     """Raised inside a runtime task when delete/reindex/shutdown interrupted it."""
+
+
+class DataDirInUseError(InvalidOperationError):
+    """A write was asked of a process that does not hold the data directory.
+
+    The message names the holder (program, pid and, for `ktui serve`, its URL) so
+    the user knows where to send the write instead.
+    """
+
+
+class ReadOnlyError(InvalidOperationError):
+    """A write was asked of a service opened read-only (a reader beside the holder)."""

@@ -30,7 +30,8 @@ from ktui.core.db import Database
 from ktui.core.doctor import DoctorReport
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.engine import RankResult
-from ktui.core.lockfile import DataDirLock
+from ktui.core.errors import ReadOnlyError
+from ktui.core.lockfile import DataDirLock, HolderInfo, busy_message, read_holder
 from ktui.core.models import (
     ROOT,
     BaseChanged,
@@ -64,13 +65,16 @@ ItemInputLike = ItemInput | Mapping[str, Any]
 
 
 class KnowledgeService:
-    def __init__(self, settings: Settings, db: Database):
+    def __init__(self, settings: Settings, db: Database, *, read_only: bool = False):
         self.settings = settings
+        self.read_only = read_only
         self._db = db
         self._bus = EventBus()
         self._bases = KnowledgeBaseService(db)
         self._items = KnowledgeItemService(db)
-        self._stores = StoreManager(settings.data_dir)
+        self._stores = StoreManager(settings.data_dir, read_only=read_only)
+        if read_only:  # a reader keeps query embeddings in memory: the cache file is the holder's
+            settings = settings.with_(embeddings=replace(settings.embeddings, persistent_cache_entries=0))
         self._embeddings = EmbeddingService(settings)
         self._runtime = KnowledgeRuntimeService(
             settings=settings,
@@ -93,17 +97,37 @@ class KnowledgeService:
         self._lock: DataDirLock | None = None
 
     @classmethod
-    async def open(cls, data_dir: Path | str | None = None, settings: Settings | None = None) -> KnowledgeService:
+    async def open(
+        cls,
+        data_dir: Path | str | None = None,
+        settings: Settings | None = None,
+        *,
+        read_only: bool = False,
+        recover: bool = True,
+        command: str = "ktui",
+    ) -> KnowledgeService:
         """Open (creating if needed) the data directory and start the runtime.
 
-        Work that a shutdown interrupted or a crash left `processing` is queued again.
+        The opener holds the directory (one process at a time; a second one gets
+        `DataDirInUseError` naming the holder). With `recover`, work that a
+        shutdown interrupted or a crash left `processing` is queued again, and
+        watched folders are followed. One-shot commands pass `recover=False`:
+        recovery is the long-running holder's job, done once there.
+
+        `read_only=True` opens a reader instead: no lock, no runtime, no recovery,
+        no write of any file; it sees committed state through SQLite's WAL while
+        another process holds the directory, and every workflow or patch call
+        raises `ReadOnlyError`. `command` names the holder in the lock file.
         """
         if settings is None:
             settings = load_settings(data_dir=data_dir)
         elif data_dir is not None:
             settings = settings.with_(data_dir=Path(data_dir))
+        if read_only:
+            db = await Database.open_readonly(Path(settings.data_dir))
+            return cls(settings, db, read_only=True)
         lock = DataDirLock(Path(settings.data_dir))
-        lock.acquire()
+        lock.acquire(command)
         try:
             db = await Database.open(Path(settings.data_dir))
         except BaseException:
@@ -112,18 +136,40 @@ class KnowledgeService:
         service = cls(settings, db)
         service._lock = lock
         try:
-            await service._runtime.start()
+            await service._runtime.start(recover=recover)
         except BaseException:
             await service.close()
             raise
         return service
+
+    def announce(self, command: str, url: str | None = None) -> None:
+        """Tell other processes who holds the directory and where to reach it (the
+        lock file; shown when they are refused a write)."""
+        if self._lock is not None:
+            self._lock.announce(command, url)
+
+    def holder(self) -> HolderInfo | None:
+        """Who holds the data directory, as its lock file says (None when no one ever did)."""
+        return read_holder(Path(self.settings.data_dir))
+
+    def _writable(self) -> None:
+        if self.read_only:
+            holder = self.holder()
+            if holder is not None and holder.alive():
+                raise ReadOnlyError(
+                    "This ktui only reads. " + busy_message(Path(self.settings.data_dir), holder)
+                )
+            raise ReadOnlyError(
+                f"This ktui opened {self.settings.data_dir} read-only; writing needs the process that holds it"
+            )
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         try:
-            await self._runtime.close()
+            if not self.read_only:
+                await self._runtime.close()
         finally:
             self._bus.close()
             await asyncio.to_thread(self._stores.close_all)
@@ -154,29 +200,36 @@ class KnowledgeService:
         """Create a base. `group_name` files it under the group of that name, creating the
         group together with the base (a refused base leaves no group behind); `group_id`
         in `config` names an existing group instead."""
+        self._writable()
         return await self._workflow.create_base(name, embedding_model_id, dimensions, group_name=group_name, **config)
 
     async def restore_base(
         self, source_base_id: str, embedding_model_id: str, dimensions: int | None, name: str | None = None
     ) -> KnowledgeBase:
+        self._writable()
         return await self._workflow.restore_base(source_base_id, embedding_model_id, dimensions, name)
 
     async def delete_base(self, base_id: str) -> None:
+        self._writable()
         await self._workflow.delete_base(base_id)
 
     async def add_items(self, base_id: str, items: Sequence[ItemInputLike]) -> list[KnowledgeItem]:
         """Accept items; returns once their rows exist (indexing continues in the queue)."""
+        self._writable()
         return await self._workflow.add_items(base_id, items)
 
     async def delete_items(self, base_id: str, item_ids: Sequence[str]) -> None:
+        self._writable()
         await self._workflow.delete_items(base_id, item_ids)
 
     async def reindex_items(self, base_id: str, item_ids: Sequence[str], *, force: bool = False) -> list[KnowledgeItem]:
         """Index items again; folders refresh incrementally unless `force` rebuilds them."""
+        self._writable()
         return await self._workflow.reindex_items(base_id, item_ids, force=force)
 
     async def set_watch(self, base_id: str, item_id: str, watch: bool) -> KnowledgeItem:
         """Follow a top-level folder item's changes while ktui runs (resumed at every start)."""
+        self._writable()
         return await self._workflow.set_watch(base_id, item_id, watch)
 
     async def search(
@@ -189,6 +242,7 @@ class KnowledgeService:
         return await self._workflow.list_item_chunks(base_id, item_id)
 
     async def delete_item_chunk(self, base_id: str, item_id: str, chunk_id: str) -> None:
+        self._writable()
         await self._workflow.delete_item_chunk(base_id, item_id, chunk_id)
 
     async def similar_items(self, base_id: str, item_id: str, top_k: int | None = None) -> RankResult[KnowledgeItem]:
@@ -214,6 +268,7 @@ class KnowledgeService:
     async def update_base(self, base_id: str, patch: Mapping[str, Any]) -> KnowledgeBase:
         """Patch a base's settings (not its model or width). A `group_name` key moves it
         into the group of that name, created with the patch when there is none."""
+        self._writable()
         if isinstance(patch, Mapping):
             self._embeddings.check_rerank_model(patch.get("rerank_model_id"))
         base = await self._bases.update(base_id, patch)
@@ -246,13 +301,16 @@ class KnowledgeService:
     # --- groups -------------------------------------------------------------
 
     async def create_group(self, name: str) -> KnowledgeGroup:
+        self._writable()
         return await self._bases.create_group(name)
 
     async def rename_group(self, group_id: str, name: str) -> KnowledgeGroup:
+        self._writable()
         return await self._bases.rename_group(group_id, name)
 
     async def delete_group(self, group_id: str) -> None:
         """Delete a group; its bases become ungrouped."""
+        self._writable()
         await self._bases.delete_group(group_id)
 
     async def list_groups(self) -> list[KnowledgeGroup]:
@@ -279,6 +337,8 @@ class KnowledgeService:
         fix what can be fixed (rebuilds are queued: `wait_idle` to see them finish)."""
         from ktui.core.doctor import Doctor
 
+        if repair:
+            self._writable()
         return await Doctor(self._db, self._bases, self._items, self._runtime, self._workflow).run(repair is True)
 
     async def check_invariants(self) -> list[str]:
@@ -329,6 +389,7 @@ class KnowledgeService:
         """
         from ktui.core.transfer import Importer, parse_document
 
+        self._writable()
         parsed = parse_document(document)
         importer = Importer(bases=self._bases, items=self._items, workflow=self._workflow,
                             embeddings=self._embeddings, publish=self._bus.publish)

@@ -1,9 +1,9 @@
 """The headless sub-commands: each `cmd_<name>(settings, args) -> exit code`.
 
-Every command opens the facade, does one thing and closes it. Queued work that
-is not waited for (`--wait`) is interrupted when the command exits and picked up
-again the next time ktui opens the data directory (the TUI, `ktui wait`, or any
-command with `--wait`).
+Every command opens the facade, does one thing and closes it. Reading commands
+open a reader beside whoever holds the directory. Queued work that is not
+waited for (`--wait`) is interrupted when the command exits and picked up again
+by the next holder that recovers: the TUI, `ktui wait`, `ktui serve`.
 """
 
 from __future__ import annotations
@@ -48,10 +48,14 @@ BATCH = 100
 
 
 @asynccontextmanager
-async def service(settings: Settings) -> AsyncIterator[Any]:
+async def service(settings: Settings, *, read_only: bool = False, recover: bool = False) -> AsyncIterator[Any]:
+    """The facade for one command. Reading commands open a reader (never refused,
+    never waiting, even beside the TUI); the others hold the directory for the
+    command's own work and leave the recovery of older work to `ktui wait` and the
+    long-running holders (TUI, serve), which do it once."""
     from ktui.core.service import KnowledgeService
 
-    ks = await KnowledgeService.open(settings=settings)
+    ks = await KnowledgeService.open(settings=settings, read_only=read_only, recover=recover)
     try:
         yield ks
     finally:
@@ -169,7 +173,7 @@ async def cmd_base_create(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_base_list(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, read_only=True) as ks:
         bases = await _all_bases(ks)
         counts = await ks.item_counts()
         if args.json:
@@ -184,7 +188,7 @@ async def cmd_base_list(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_base_show(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, read_only=True) as ks:
         base = await ks.resolve_base(args.base)
         count = (await ks.item_counts()).get(base.id, 0)
         if args.json:
@@ -248,7 +252,7 @@ async def cmd_base_restore(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_base_export(settings: Settings, args: argparse.Namespace) -> int:
     if bool(args.base) == bool(args.all):
         raise UsageError("name the bases to export, or give --all")
-    async with service(settings) as ks:
+    async with service(settings, read_only=True) as ks:
         if args.all:
             ids = [b.id for b in await _all_bases(ks)]
             if not ids:
@@ -429,7 +433,7 @@ def _tree_order(items: list[KnowledgeItem]) -> tuple[list[KnowledgeItem], dict[s
 
 
 async def cmd_items(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, read_only=True) as ks:
         base = await ks.resolve_base(args.base)
         items = await _all_items(ks, base.id, everything=args.all, type=args.type)
         ordered, depth = _tree_order(items)
@@ -479,7 +483,7 @@ async def cmd_rm(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, read_only=True) as ks:
         base = await ks.resolve_base(args.base)
         response = await ks.search(base.id, args.query, args.top_k, mode=args.mode)
     mode = response.mode.value if response.mode is not None else args.mode or base.search_mode.value
@@ -499,7 +503,7 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_chunks(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, read_only=True) as ks:
         base = await ks.resolve_base(args.base)
         item = await ks.resolve_item(base.id, args.item)
         # A failed base has no vector store (its chunks were never imported).
@@ -515,7 +519,7 @@ async def cmd_chunks(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_models(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, read_only=True) as ks:
         listing = await ks.list_embedding_models()
     if args.json:
         dump({"default": settings.default_embedding_model, "models": [model_json(m) for m in listing.models],
@@ -573,7 +577,7 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, recover=True) as ks:
         sub = ks.subscribe()
         bases = [await ks.resolve_base(args.base)] if args.base else await _all_bases(ks)
         roots: list[KnowledgeItem] = []
@@ -662,7 +666,7 @@ async def cmd_rank(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_groups_list(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, read_only=True) as ks:
         groups = await ks.list_groups()
     if args.json:
         dump({"groups": [group_json(g) for g in groups]})

@@ -125,14 +125,18 @@ class KnowledgeRuntimeService:
 
     # --- lifecycle --------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, recover: bool = True) -> None:
+        """Start the queue; with `recover` (the long-running holders: TUI, `ktui wait`,
+        `ktui serve`), re-queue unfinished work and resume watched folders. One-shot
+        commands start without it, so they never replay other work."""
         self.queue.start()
         space = await asyncio.to_thread(free_bytes, self.settings.data_dir)
         if space is None or space > 4 * LOW_SPACE_BYTES:
             await asyncio.to_thread(self._make_reserve)
         try:
-            await self.recover()
-            await self.resume_watches()
+            if recover:
+                await self.recover()
+                await self.resume_watches()
         except DiskFullError as exc:  # reads still work; the work waits for space
             self.pause_for_space(exc)
         await self.remove_stray_store_files()

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import sqlite3
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -108,8 +109,10 @@ class BaseStore:
         con: sqlite3.Connection,
         store_uuid: str,
         tuning: Tuning,
+        read_only: bool = False,
     ):
         self.path = path
+        self.read_only = read_only
         self.dimensions = dimensions
         self.tuning = tuning
         self._con = con
@@ -121,6 +124,9 @@ class BaseStore:
         self._matrix_source: str | None = None
         self._matrix_reason: str | None = None
         self.files = MatrixFiles.next_to(path)
+        # A reader never writes next to the store: a matrix it must build from the
+        # BLOBs goes to a private temporary folder, removed at close.
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
 
     # ------------------------------------------------------------- opening
 
@@ -132,12 +138,19 @@ class BaseStore:
         *,
         create: bool = False,
         tuning: Tuning | None = None,
+        read_only: bool = False,
     ) -> BaseStore:
         """Open (or with ``create=True`` create) the store at ``path``.
 
         Raises StoreError naming the file when it is missing, already exists
         (create), is not a ktui store, is corrupt, or was made for another width.
+
+        ``read_only``: a reader beside the process that writes the store. It sees
+        committed state through the WAL, never writes (``query_only``), and
+        reloads its matrix when the store's write generation moves on.
         """
+        if read_only and create:
+            raise StoreError(f"Vector store file {path}: a read-only store cannot be created")
         path = Path(path)
         if (
             isinstance(dimensions, bool)
@@ -157,11 +170,21 @@ class BaseStore:
             raise StoreDamagedError(str(path), "is missing")
         con: sqlite3.Connection | None = None
         try:
-            con = sqlite3.connect(
-                path, check_same_thread=False, isolation_level=None, timeout=10.0
-            )
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")
+            if read_only:
+                con = sqlite3.connect(
+                    f"{path.resolve().as_uri()}?mode=ro",
+                    uri=True,
+                    check_same_thread=False,
+                    isolation_level=None,
+                    timeout=10.0,
+                )
+                con.execute("PRAGMA query_only=ON")
+            else:
+                con = sqlite3.connect(
+                    path, check_same_thread=False, isolation_level=None, timeout=10.0
+                )
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=NORMAL")
             con.execute("PRAGMA temp_store=MEMORY")
             if create:
                 store_uuid = uuid.uuid4().hex  # hex only: safe to inline below
@@ -216,7 +239,7 @@ class BaseStore:
             if fault is not None:
                 raise fault from exc
             raise StoreDamagedError(str(path), f"is corrupt or unreadable: {exc}") from exc
-        store = cls(path, dimensions, con, store_uuid, tuning)
+        store = cls(path, dimensions, con, store_uuid, tuning, read_only)
         if create:
             try:
                 with store._lock:
@@ -241,11 +264,15 @@ class BaseStore:
             if self._index is not None:
                 self._index.close()
                 self._index = None
-            try:
-                self._con.execute("PRAGMA optimize")
-            except sqlite3.Error:
-                pass
+            if not self.read_only:
+                try:
+                    self._con.execute("PRAGMA optimize")
+                except sqlite3.Error:
+                    pass
             self._con.close()
+            if self._scratch is not None:
+                self._scratch.cleanup()
+                self._scratch = None
 
     def __enter__(self) -> Self:
         return self
@@ -673,6 +700,8 @@ class BaseStore:
 
     def _ensure_index(self) -> VectorIndex:
         """The loaded matrix; loads the persisted one or rebuilds it from the BLOBs. Lock held."""
+        if self.read_only:
+            return self._ensure_reader_index()
         if self._index is not None:
             return self._index
         expected = Expected(
@@ -706,6 +735,56 @@ class BaseStore:
                     f"Vector store {self.path}: cannot write its matrix files: {os_exc}"
                 ) from os_exc
             self._matrix_source, self._matrix_reason = "rebuilt", str(exc)
+        return self._index
+
+    def _ensure_reader_index(self) -> VectorIndex:
+        """A reader's matrix, as of the store's latest committed write generation.
+
+        One read transaction pins the snapshot: the generation, the live count,
+        the sample rows checked against the persisted files and (when those files
+        belong to another generation, because the writer is between its SQLite
+        commit and its matrix update, or compacting) the BLOBs a private matrix
+        is built from. A matrix of an older generation is dropped and loaded again.
+        """
+        generation = self._generation()
+        if self._index is not None and self._index.generation == generation:
+            return self._index
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        self._con.execute("BEGIN")
+        try:
+            expected = Expected(
+                dims=self.dimensions,
+                generation=self._generation(),
+                store_uuid=self._uuid,
+                live=int(self._con.execute("SELECT count(*) FROM chunk").fetchone()[0]),
+            )
+            try:
+                self._index = VectorIndex.load(
+                    self.files, expected, self.tuning, self._fetch_raw, read_only=True
+                )
+                self._matrix_source, self._matrix_reason = "file", None
+            except (StaleMatrix, OSError) as exc:
+                if self._scratch is None:
+                    self._scratch = tempfile.TemporaryDirectory(prefix="ktui-reader-")
+                files = MatrixFiles.next_to(Path(self._scratch.name) / self.path.name)
+                try:
+                    self._index = VectorIndex.build(
+                        files,
+                        self.dimensions,
+                        self._uuid,
+                        expected.generation,
+                        self.tuning,
+                        self._iter_blobs(),
+                    )
+                except OSError as os_exc:
+                    raise StoreError(
+                        f"Vector store {self.path}: cannot build a reader's matrix: {os_exc}"
+                    ) from os_exc
+                self._matrix_source, self._matrix_reason = "rebuilt", str(exc)
+        finally:
+            self._con.execute("COMMIT")
         return self._index
 
     def _apply(

@@ -19,8 +19,11 @@ _BASE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 class StoreManager:
     """Owns every open BaseStore of one data directory. Thread-safe."""
 
-    def __init__(self, data_dir: Path, *, tuning: Tuning | None = None):
+    def __init__(self, data_dir: Path, *, tuning: Tuning | None = None, read_only: bool = False):
+        """`read_only`: a reader's stores (see BaseStore.open); create, rebuild and
+        destroy are refused."""
         self.data_dir = Path(data_dir)
+        self.read_only = read_only
         self.bases_dir = self.data_dir / "bases"
         self.tuning = tuning
         self._stores: dict[str, BaseStore] = {}
@@ -36,6 +39,7 @@ class StoreManager:
     def create(self, base_id: str, dimensions: int) -> BaseStore:
         """Create the base's store (StoreError when it already exists)."""
         path = self.path_for(base_id)
+        self._refuse_if_read_only(path)
         with self._lock:
             if base_id in self._stores:
                 raise StoreError(f"Vector store file {path} already exists")
@@ -78,8 +82,10 @@ class StoreManager:
                 raise known
             self._check_bases_dir()
             try:
-                store = BaseStore.open(path, dimensions, create=False, tuning=self.tuning)
+                store = BaseStore.open(path, dimensions, create=False, tuning=self.tuning, read_only=self.read_only)
             except StoreDamagedError as exc:
+                if self.read_only:  # setting the file aside is the holder's job (a reader never writes)
+                    raise
                 kept = self._set_aside(path, base_id) if path.exists() else None
                 damaged = StoreDamagedError(str(path), exc.reason, kept) if kept else exc
                 self._damaged[base_id] = damaged
@@ -141,6 +147,7 @@ class StoreManager:
         sit next to the new file: SQLite would replay it into the fresh database.
         """
         path = self.path_for(base_id)
+        self._refuse_if_read_only(path)
         with self._lock:
             store = self._stores.pop(base_id, None)
             if store is not None:
@@ -198,6 +205,7 @@ class StoreManager:
 
     def destroy(self, base_id: str) -> list[str]:
         """Close the base's store and delete its files; returns the paths that could NOT be removed."""
+        self._refuse_if_read_only(self.path_for(base_id))
         with self._lock:
             store = self._stores.pop(base_id, None)
             if store is not None:
@@ -214,6 +222,10 @@ class StoreManager:
                 if p.exists():
                     leftovers.append(str(p))
             return leftovers
+
+    def _refuse_if_read_only(self, path: Path) -> None:
+        if self.read_only:
+            raise StoreError(f"Vector store file {path}: opened read-only (a reader never changes a store)")
 
     def close_all(self) -> None:
         with self._lock:

@@ -30,6 +30,7 @@ import os
 import struct
 import zlib
 from collections.abc import Callable, Iterable
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,6 +194,7 @@ class VectorIndex:
         self._fds: dict[str, int] = {}
         self._map: np.ndarray | None = None
         self._mapped_rows = 0
+        self._read_only = False  # loaded by a reader: never written, fds opened O_RDONLY
 
     # ----------------------------------------------------------------- sizes
 
@@ -232,6 +234,8 @@ class VectorIndex:
         expected: Expected,
         tuning: Tuning,
         fetch_raw: Callable[[list[int]], dict[int, np.ndarray]],
+        *,
+        read_only: bool = False,
     ) -> VectorIndex:
         """Open the persisted matrix, or raise StaleMatrix saying why it cannot be trusted.
 
@@ -239,12 +243,35 @@ class VectorIndex:
         generation against SQLite, live row count, file sizes, checksums of the
         row table and the int8 rows, and a sample of float32 rows against their
         SQLite BLOBs.
+
+        `read_only` (a reader beside the process that writes these files): the
+        files are opened read-only, and the float32 rows are mapped from the very
+        file the header was read from, so a compaction that renames fresh files
+        into place meanwhile cannot mix two versions (the checksums catch the
+        int8 and row files).
         """
         try:
-            with open(files.f32, "rb") as fh:
-                raw = fh.read(HEADER_SIZE)
+            fh = open(files.f32, "rb")  # noqa: SIM115 - kept open for the mapping below
         except FileNotFoundError as exc:
             raise StaleMatrix(f"{files.f32.name} is missing") from exc
+        except OSError as exc:
+            raise StaleMatrix(f"{files.f32.name} cannot be read: {exc}") from exc
+        with fh:
+            return cls._load_from(fh, files, expected, tuning, fetch_raw, read_only=read_only)
+
+    @classmethod
+    def _load_from(
+        cls,
+        f32_file: Any,
+        files: MatrixFiles,
+        expected: Expected,
+        tuning: Tuning,
+        fetch_raw: Callable[[list[int]], dict[int, np.ndarray]],
+        *,
+        read_only: bool,
+    ) -> VectorIndex:
+        try:
+            raw = f32_file.read(HEADER_SIZE)
         except OSError as exc:
             raise StaleMatrix(f"{files.f32.name} cannot be read: {exc}") from exc
         if len(raw) < _HEADER.size + 4:
@@ -315,7 +342,11 @@ class VectorIndex:
         index._i8_crc = i8_crc
         index._rows_crc = rows_crc if n else 0
         index.generation = generation
+        index._read_only = read_only
         index._open_fds()
+        if read_only and n:
+            index._map = _map_rows(files.f32, n, dims, opened=f32_file)
+            index._mapped_rows = n
         index._verify_sample(fetch_raw)
         return index
 
@@ -558,8 +589,9 @@ class VectorIndex:
 
     def _open_fds(self) -> None:
         self._close_fds()
+        flags = os.O_RDONLY if self._read_only else os.O_RDWR
         self._fds = {
-            k: os.open(p, os.O_RDWR)
+            k: os.open(p, flags)
             for k, p in zip(("f32", "i8", "rows"), self.files.all(), strict=True)
         }
         self._map = None
@@ -600,7 +632,7 @@ class VectorIndex:
                 raise StaleMatrix(f"{self.files.i8.name} row {p} differs from SQLite")
 
 
-def _map_rows(path: Path, n: int, dims: int) -> np.ndarray:
+def _map_rows(path: Path, n: int, dims: int, opened: Any = None) -> np.ndarray:
     """The float32 rows, memory-mapped read-only with MADV_RANDOM.
 
     Re-scoring touches ~128 scattered rows per query; with the kernel's default
@@ -609,8 +641,11 @@ def _map_rows(path: Path, n: int, dims: int) -> np.ndarray:
     293 MiB raw). Random advice reads just the pages asked for, so resident memory
     stays near the int8 copy (and a cold first query reads less)."""
     length = HEADER_SIZE + n * dims * 4
-    with open(path, "rb") as fh:
-        mapping = _RowMap(fh.fileno(), length, access=mmap.ACCESS_READ)
+    if opened is not None:  # a reader maps the very file it read the header from
+        mapping = _RowMap(opened.fileno(), length, access=mmap.ACCESS_READ)
+    else:
+        with open(path, "rb") as fh:
+            mapping = _RowMap(fh.fileno(), length, access=mmap.ACCESS_READ)
     if hasattr(mmap, "MADV_RANDOM"):  # not on every platform
         mapping.madvise(mmap.MADV_RANDOM)
     return np.ndarray((n, dims), dtype=np.float32, buffer=mapping, offset=HEADER_SIZE)

@@ -296,6 +296,8 @@ def test_errors_config_and_environment(ktui, tmp_path):
     # --data-dir and --config win over KTUI_HOME / KTUI_CONFIG.
     elsewhere = tmp_path / "elsewhere"
     assert ktui.json("base", "list", "--data-dir", str(elsewhere))["bases"] == []
+    assert not elsewhere.exists()  # a reading command creates nothing
+    ktui("groups", "create", "G", "--data-dir", str(elsewhere))
     assert (elsewhere / "knowledge.db").exists()
     bad = tmp_path / "bad.toml"
     bad.write_text("chunk_size = 'big'\n", encoding="utf-8")
