@@ -177,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, metavar="N", help="keep the N best matches")
     p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
 
+    p = command(sub, "mcp", "serve the bases to AI agents over MCP (stdio); read-only unless --allow-writes")
+    p.add_argument("--allow-writes", action="store_true",
+                   help="hold the data directory and offer add_items and reindex as well")
+
+    p = command(sub, "serve", "serve the HTTP Data API (docs/http-api.md)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a token)")
+    p.add_argument("--port", type=int, default=8765, metavar="N", help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--token", metavar="T", help="bearer token every request must carry (default: settings 'serve_token' / $KTUI_SERVE_TOKEN)")
+
     groups = sub.add_parser("groups", help="list, create, rename, delete base groups")
     gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
     command(gsub, "list", "list groups")
@@ -273,6 +282,14 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return int(run_app(settings, demo=args.demo) or 0)
     if args.demo:
         raise UsageError("--demo only applies to the TUI (no command)")
+    if args.command == "mcp":
+        from ktui.tui.mcp_server import main as mcp_main
+
+        return mcp_main(settings, allow_writes=args.allow_writes)
+    if args.command == "serve":
+        from ktui.tui.http_api.server import main as serve_main
+
+        return serve_main(settings, host=args.host, port=args.port, token=args.token)
     from ktui.tui import cli_commands
 
     name = args.command

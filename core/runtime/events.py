@@ -63,11 +63,6 @@ class Subscription:
         self._ready.clear()
         return events
 
-    @property
-    def closed(self) -> bool:
-        """True once closed (by the subscriber, or because the service shut down)."""
-        return self._closed
-
     async def next_batch(self, timeout: float | None = None) -> list[Event]:
         """Wait for at least one event (or the timeout), then return all pending ones."""
         if not self._pending and not self._closed:

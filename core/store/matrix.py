@@ -30,9 +30,9 @@ import os
 import struct
 import zlib
 from collections.abc import Callable, Iterable
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 

@@ -1,0 +1,258 @@
+"""What `ktui mcp` and `ktui serve` do for other programs, over the facade only.
+
+Both front ends answer with the same JSON shapes as `ktui --json` (docs/cli.md),
+so a script can move between the CLI, MCP and HTTP without relearning them.
+Every function takes the open `KnowledgeService` and plain arguments, lets the
+facade validate them (a bad value raises `ValidationError` naming the field),
+and returns JSON-ready dicts.
+
+Searching several bases: scores of different bases (and kinds) cannot be
+compared, so the lists are merged by rank (each base's first, then each
+base's second, ...: reciprocal-rank order), each result naming its base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ktui.core.errors import BaseUnavailableError, ValidationError
+from ktui.core.models import ANY_GROUP, ROOT, ItemInput, KnowledgeBase
+from ktui.core.service import KnowledgeService
+from ktui.tui.cli_render import base_json, chunk_json, item_json, result_json
+
+ITEM_TYPES = ("file", "url", "note", "directory", "sitemap")
+ADDABLE_TYPES = ("note", "url", "file", "directory")
+FILTER_FETCH_FACTOR = 5  # results fetched per wanted result when a filter may drop some
+MAX_TOP_K = 1000
+DEFAULT_MULTI_TOP_K = 10
+
+
+async def all_bases(ks: KnowledgeService) -> list[KnowledgeBase]:
+    out: list[KnowledgeBase] = []
+    page = 1
+    while True:
+        listing = await ks.list_bases(page=page, limit=100)
+        out.extend(listing.items)
+        if page >= listing.pages:
+            return out
+        page += 1
+
+
+async def list_bases(ks: KnowledgeService) -> dict[str, Any]:
+    counts = await ks.item_counts()
+    return {"bases": [base_json(b, counts.get(b.id, 0)) for b in await all_bases(ks)]}
+
+
+async def get_base(ks: KnowledgeService, base_ref: Any) -> dict[str, Any]:
+    base = await ks.resolve_base(base_ref)
+    counts = await ks.item_counts()
+    return base_json(base, counts.get(base.id, 0))
+
+
+def page_json(page: Any, convert: Any) -> dict[str, Any]:
+    return {
+        "items": [convert(x) for x in page.items],
+        "total": page.total,
+        "page": page.page,
+        "limit": page.limit,
+        "pages": page.pages,
+    }
+
+
+async def list_items(
+    ks: KnowledgeService,
+    base_ref: Any,
+    *,
+    parent_id: str | None = None,
+    type: str | None = None,
+    everything: bool = False,
+    page: Any = 1,
+    limit: Any = 50,
+) -> dict[str, Any]:
+    base = await ks.resolve_base(base_ref)
+    group = ANY_GROUP if everything else (parent_id if parent_id is not None else ROOT)
+    listing = await ks.list_items(base.id, type=type, group_id=group, page=page, limit=limit)
+    return {"base_id": base.id, **page_json(listing, item_json)}
+
+
+async def get_item(ks: KnowledgeService, item_id: Any) -> dict[str, Any]:
+    return item_json(await ks.get_item(item_id))
+
+
+async def read_chunk(
+    ks: KnowledgeService, base_ref: Any, item_id: Any, chunk_id: Any, neighbours: Any = 1
+) -> dict[str, Any]:
+    """A chunk with up to `neighbours` chunks of the same item on each side."""
+    if isinstance(neighbours, bool) or not isinstance(neighbours, int) or not 0 <= neighbours <= 20:
+        raise ValidationError.field("neighbours", "must be an integer from 0 to 20")
+    base = await ks.resolve_base(base_ref)
+    chunks = await ks.list_item_chunks(base.id, item_id)
+    target = next((c for c in chunks if c.id == chunk_id), None)
+    if target is None:
+        raise ValidationError.field("chunk_id", f"item {item_id} has no chunk {chunk_id}")
+    same = sorted((c for c in chunks if c.item_id == target.item_id), key=lambda c: c.chunk_index)
+    at = next(i for i, c in enumerate(same) if c.id == target.id)
+    return {
+        "base_id": base.id,
+        "item_id": target.item_id,
+        "chunk": chunk_json(target),
+        "before": [chunk_json(c) for c in same[max(0, at - neighbours):at]],
+        "after": [chunk_json(c) for c in same[at + 1:at + 1 + neighbours]],
+        "chunk_count": len(same),
+    }
+
+
+async def list_chunks(ks: KnowledgeService, base_ref: Any, item_id: Any) -> dict[str, Any]:
+    base = await ks.resolve_base(base_ref)
+    chunks = await ks.list_item_chunks(base.id, item_id)
+    return {"base_id": base.id, "item_id": item_id, "chunks": [chunk_json(c) for c in chunks]}
+
+
+def _check_top_k(top_k: Any) -> int | None:
+    if top_k is None:
+        return None
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise ValidationError.field("top_k", f"must be an integer from 1 to {MAX_TOP_K}")
+    return top_k
+
+
+def _check_types(types: Any) -> set[str] | None:
+    if types is None:
+        return None
+    if not isinstance(types, list | tuple) or not all(isinstance(t, str) for t in types):
+        raise ValidationError.field("types", "must be a list of item types")
+    unknown = sorted(set(types) - set(ITEM_TYPES))
+    if unknown:
+        raise ValidationError.field("types", f"unknown item type(s) {unknown}; use {', '.join(ITEM_TYPES)}")
+    return set(types)
+
+
+async def search(
+    ks: KnowledgeService,
+    query: Any,
+    bases: Sequence[Any] | None = None,
+    *,
+    mode: Any = None,
+    top_k: Any = None,
+    types: Any = None,
+    source_contains: Any = None,
+) -> dict[str, Any]:
+    """Search one base, several, or (no `bases`) every usable base.
+
+    `types` keeps results of these item types, `source_contains` those whose
+    source (path or URL) contains the text; the bases are asked for more results
+    when a filter is set, so the filter rarely leaves fewer than `top_k`.
+    """
+    k = _check_top_k(top_k)
+    wanted_types = _check_types(types)
+    if source_contains is not None and (not isinstance(source_contains, str) or not source_contains.strip()):
+        raise ValidationError.field("source_contains", "must be non-empty text")
+    if bases is not None and (isinstance(bases, str) or not isinstance(bases, Sequence)):
+        raise ValidationError.field("bases", "must be a list of base ids or names")
+    explicit = bases is not None and len(bases) > 0
+    if explicit:
+        targets = []
+        for ref in bases:  # type: ignore[union-attr]
+            base = await ks.resolve_base(ref)
+            if base.id not in {t.id for t in targets}:
+                targets.append(base)
+    else:
+        targets = await all_bases(ks)
+    filtering = wanted_types is not None or source_contains is not None
+    per_base: list[tuple[KnowledgeBase, list[dict[str, Any]]]] = []
+    notices: list[dict[str, Any]] = []
+    used_mode: str | None = None
+    for base in targets:
+        if not base.is_usable:
+            if explicit:
+                raise BaseUnavailableError(base.id, base.name)
+            notices.append({"base_id": base.id, "base_name": base.name,
+                            "reason": "skipped: the base has no usable embedding model (restore it)"})
+            continue
+        want = k or (base.top_k if len(targets) == 1 else DEFAULT_MULTI_TOP_K)
+        fetch = min(MAX_TOP_K, want * FILTER_FETCH_FACTOR) if filtering else want
+        response = await ks.search(base.id, query, fetch, mode=mode)
+        used_mode = used_mode or (mode or _plain_mode(base))
+        if response.degraded or response.reason:
+            notices.append({"base_id": base.id, "base_name": base.name, "degraded": response.degraded,
+                            "reason": response.reason})
+        rows = []
+        for result in response.results:
+            row = result_json(result)
+            source = row.get("source") or ""
+            item_type = result.metadata.get("item_type")
+            if wanted_types is not None and item_type not in wanted_types:
+                continue
+            if source_contains is not None and source_contains not in str(source):
+                continue
+            row["heading"] = result.metadata.get("heading")
+            row["base_id"], row["base_name"] = base.id, base.name
+            rows.append(row)
+        per_base.append((base, rows[:want]))
+    merged = _merge_by_rank(per_base)
+    limit = k or (per_base[0][0].top_k if len(per_base) == 1 else DEFAULT_MULTI_TOP_K)
+    merged = merged[:limit]
+    for position, row in enumerate(merged, 1):
+        row["base_rank"] = row["rank"]
+        row["rank"] = position
+    degraded = any(n.get("degraded") for n in notices)
+    return {
+        "query": query,
+        "mode": used_mode,
+        "bases": [b.id for b, _ in per_base],
+        "degraded": degraded,
+        "notices": notices,
+        "summary": _summary(len(merged), notices),
+        "results": merged,
+    }
+
+
+def _plain_mode(base: KnowledgeBase) -> str:
+    mode = base.search_mode
+    return str(getattr(mode, "value", mode))
+
+
+def _merge_by_rank(per_base: list[tuple[KnowledgeBase, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    if len(per_base) == 1:
+        return list(per_base[0][1])
+    tagged = [(position, order, row) for order, (_, rows) in enumerate(per_base) for position, row in enumerate(rows)]
+    tagged.sort(key=lambda t: (t[0], t[1]))
+    return [row for _, _, row in tagged]
+
+
+def _summary(count: int, notices: list[dict[str, Any]]) -> str:
+    text = f"{count} result(s)"
+    degraded = [n["base_name"] for n in notices if n.get("degraded")]
+    if degraded:
+        text += (f"; DEGRADED: keyword-only (bm25) results from {', '.join(degraded)} because the query "
+                 "could not be embedded")
+    return text
+
+
+def item_inputs(specs: Any) -> list[ItemInput]:
+    """`[{"type": "note", "content": ...}, {"type": "file", "path": ...}, ...]` as facade inputs."""
+    if not isinstance(specs, list) or not specs:
+        raise ValidationError.field("items", "must be a non-empty list of items")
+    out = []
+    for n, spec in enumerate(specs):
+        if not isinstance(spec, dict):
+            raise ValidationError.field(f"items[{n}]", "must be an object with a type")
+        kind = spec.get("type")
+        if kind not in ADDABLE_TYPES:
+            raise ValidationError.field(f"items[{n}].type", f"must be one of {', '.join(ADDABLE_TYPES)}")
+        data = {key: value for key, value in spec.items() if key != "type" and value is not None}
+        out.append(ItemInput(kind, data))
+    return out
+
+
+async def add_items(ks: KnowledgeService, base_ref: Any, specs: Any) -> dict[str, Any]:
+    base = await ks.resolve_base(base_ref)
+    items = await ks.add_items(base.id, item_inputs(specs))
+    return {"base_id": base.id, "items": [item_json(i) for i in items]}
+
+
+async def reindex(ks: KnowledgeService, base_ref: Any, item_ids: Any, *, force: bool = False) -> dict[str, Any]:
+    base = await ks.resolve_base(base_ref)
+    items = await ks.reindex_items(base.id, item_ids, force=force)
+    return {"base_id": base.id, "items": [item_json(i) for i in items]}
