@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import subprocess
 import time
 
 import httpx
@@ -29,7 +30,7 @@ from tests.support.frontends import ServeProcess, Workspace
 
 pytestmark = pytest.mark.benchmark
 
-NOTES = 2000
+NOTES = 1000
 QUERIES = 40
 WORDS = ["otter", "river", "kelp", "stone", "shell", "storm", "harbour", "kite", "wind", "lava", "ash", "glacier"]
 
@@ -99,3 +100,49 @@ def test_bench_search_latency_mcp_http_vs_facade(tmp_path):
           f"{mcp_seconds / facade:.2f}x facade)")
     print(f"  ktui serve (HTTP, httpx): {http_seconds * 1000:.1f} ms (target < 2x facade + 10 ms; "
           f"{http_seconds / facade:.2f}x facade)")
+
+
+UNFINISHED = 3000
+
+
+def test_bench_reads_beside_many_unfinished_items(tmp_path):
+    """Issue 16: with many unfinished items every command used to replay recovery first.
+    A reader never does; the holder (opened with recovery) does it once."""
+    server = start_embedding_server(32, subprocess=True)
+    try:
+        ws = Workspace(tmp_path, server.url)
+
+        async def leave_unfinished() -> None:
+            async with await KnowledgeService.open(settings=ws.settings()) as ks:
+                base = await ks.create_base("Stuck", dimensions=32)
+                server.faults.delay(30)  # nothing finishes: closing marks every item interrupted
+                for start in range(0, UNFINISHED, 100):
+                    await ks.add_items(base.id, [ItemInput("note", {"content": note(n)})
+                                                 for n in range(start, start + 100)])
+            server.faults.clear()
+
+        asyncio.run(leave_unfinished())
+
+        async def open_close(**kw) -> float:
+            started = time.perf_counter()
+            ks = await KnowledgeService.open(settings=ws.settings(), **kw)
+            await ks.list_bases()
+            seconds = time.perf_counter() - started
+            await ks.close()
+            return seconds
+
+        reader = statistics.median(asyncio.run(open_close(read_only=True)) for _ in range(5))
+        one_shot = statistics.median(asyncio.run(open_close(recover=False)) for _ in range(3))
+        cli = []
+        for _ in range(3):
+            started = time.perf_counter()
+            subprocess.run(ws.command("base", "list"), env=ws.env(), cwd=ws.work, capture_output=True, check=True)
+            cli.append(time.perf_counter() - started)
+        holder = asyncio.run(open_close(recover=True))  # the old cost of every command (recovery replayed)
+    finally:
+        server.stop()
+    print(f"\n{UNFINISHED} unfinished items, open + list_bases:")
+    print(f"  holder with recovery (what every command paid before): {holder * 1000:.0f} ms (baseline)")
+    print(f"  reader (read_only=True): {reader * 1000:.1f} ms (target < 100 ms; {reader / holder:.3f}x the holder)")
+    print(f"  one-shot writer (recover=False): {one_shot * 1000:.1f} ms ({one_shot / holder:.3f}x the holder)")
+    print(f"  `ktui base list` process: {statistics.median(cli) * 1000:.0f} ms (target < 1000 ms)")
