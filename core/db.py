@@ -222,12 +222,11 @@ class Database:
         exists = path.is_file()
         try:
             if exists:
-                conn = await aiosqlite.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+                conn = await AsyncConnection.connect(f"{path.resolve().as_uri()}?mode=ro", name="ktui-reader", uri=True)
             else:
-                conn = await aiosqlite.connect(":memory:", isolation_level=None)
+                conn = await AsyncConnection.connect(":memory:", name="ktui-reader")
         except Exception as exc:
             raise StoreError(f"Cannot open database {path}: {exc}") from exc
-        conn.row_factory = aiosqlite.Row
         db = cls(conn, path)
         try:
             version = await db._read_version()
@@ -235,7 +234,7 @@ class Database:
             if not exists:
                 await db._migrate()
             await conn.execute("PRAGMA query_only = ON")
-        except aiosqlite.Error as exc:
+        except sqlite3.Error as exc:
             await conn.close()
             raise StoreError(f"Cannot read database {path}: {exc}") from exc
         except BaseException:

@@ -122,11 +122,14 @@ class AsyncConnection:
         self.thread = thread
 
     @classmethod
-    async def connect(cls, path: Path | str, *, name: str = "sqlite", timeout: float = 5.0) -> AsyncConnection:
-        """Autocommit mode (`isolation_level=None`): transactions are explicit BEGIN … COMMIT."""
+    async def connect(
+        cls, path: Path | str, *, name: str = "sqlite", timeout: float = 5.0, uri: bool = False
+    ) -> AsyncConnection:
+        """Autocommit mode (`isolation_level=None`): transactions are explicit BEGIN … COMMIT.
+        `uri`: `path` is a `file:` URI (a reader's `?mode=ro`)."""
 
         def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
+            conn = sqlite3.connect(path, isolation_level=None, timeout=timeout, uri=uri)
             conn.row_factory = sqlite3.Row
             return conn
 
