@@ -134,7 +134,7 @@ async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
-        async with service(settings) as ks:
+        async with service(settings, recover=True) as ks:
             sub = ks.subscribe()  # before the first await: the start-up refreshes are not missed
             bases = [await ks.resolve_base(ref) for ref in args.base] if args.base else await _all_bases(ks)
             folders = await _watched_folders(ks, [b for b in bases if b.is_usable])
