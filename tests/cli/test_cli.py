@@ -285,9 +285,8 @@ def test_rank_json_lines(ktui):
 @pytest.mark.slow
 def test_errors_config_and_environment(ktui, tmp_path):
     ktui("base", "create", "Twin")
-    ktui("base", "create", "Twin", "--model", "fake::other")
-    line = one_error_line(ktui("search", "Twin", "anything", rc=1).stderr)
-    assert "'Twin' matches 2 bases" in line and "name one by its id" in line
+    line = one_error_line(ktui("base", "create", "twin", "--model", "fake::other", rc=1).stderr)
+    assert "name: a base named 'Twin' already exists (names ignore case)" in line
     debug = ktui("search", "Nope", "anything", "--debug", rc=1).stderr
     assert "Traceback" in debug and "Knowledge base not found: Nope" in debug
     line = one_error_line(ktui("add", "Twin", "no/such/file.txt", rc=1).stderr)
