@@ -200,7 +200,7 @@ async def test_alpha_is_refused_outside_hybrid(bases):
     with pytest.raises(ValidationError) as exc:
         await bases.update(base.id, {"hybrid_alpha": 0.3})
     assert only_field(exc) == "hybrid_alpha"
-    hybrid = await make(bases)
+    hybrid = await make(bases, name="Hybrid")
     with pytest.raises(ValidationError) as exc:
         await bases.update(hybrid.id, {"search_mode": "default", "hybrid_alpha": 0.3})
     assert only_field(exc) == "hybrid_alpha"
