@@ -84,6 +84,17 @@ class EmbeddingSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelOverride:
+    """`[models."provider::model"]` in the settings file: what to change in a model's profile."""
+
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    window_tokens: int | None = None
+    search_mode: str | None = None
+    hybrid_alpha: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     data_dir: Path
     config_file: Path | None = None
@@ -98,6 +109,7 @@ class Settings:
     keymap: dict[str, str] = field(default_factory=dict)
     theme: str | None = None
     serve_token: str | None = None  # `ktui serve`: bearer token (required to bind beyond 127.0.0.1)
+    models: dict[str, ModelOverride] = field(default_factory=dict)
 
     def provider(self, name: str) -> ProviderConfig | None:
         return self.effective_providers().get(name)
@@ -203,6 +215,7 @@ def load_settings(
 
 _TOP_KEYS = {
     "data_dir",
+    "models",
     "default_embedding_model",
     "chunk_size",
     "chunk_overlap",
@@ -271,6 +284,11 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
     ):
         raise ConfigError("must map binding ids to key strings", file=file, key="keymap")
 
+    models_raw = raw.get("models", {})
+    if not isinstance(models_raw, dict):
+        raise ConfigError("must be a table of model ids", file=file, key="models")
+    models = {name: p.model_override(name, spec) for name, spec in models_raw.items()}
+
     return Settings(
         data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
         default_embedding_model=model,
@@ -284,6 +302,7 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         keymap=dict(keymap_raw),
         theme=theme,
         serve_token=serve_token,
+        models=models,
     )
 
 
@@ -331,6 +350,32 @@ class _Parser:
         if not isinstance(raw[key], bool):
             raise self.fail(prefix + key, "must be true or false")
         return bool(raw[key])
+
+    def model_override(self, name: str, spec: Any) -> ModelOverride:
+        key = f"models.{name}"
+        if "::" not in name:
+            raise self.fail(key, "must be a model id like 'ollama::nomic-embed-text'")
+        if not isinstance(spec, dict):
+            raise self.fail(key, "must be a table")
+        allowed = {"query_prefix", "document_prefix", "window_tokens", "search_mode", "hybrid_alpha"}
+        unknown = sorted(set(spec) - allowed)
+        if unknown:
+            raise self.fail(f"{key}.{unknown[0]}", f"unknown model setting (known: {', '.join(sorted(allowed))})")
+        for prefix_key in ("query_prefix", "document_prefix"):
+            if prefix_key in spec and not isinstance(spec[prefix_key], str):
+                raise self.fail(f"{key}.{prefix_key}", "must be a string (\"\" for none)")
+        mode = spec.get("search_mode")
+        if mode is not None and mode not in ("default", "bm25", "hybrid"):
+            raise self.fail(f"{key}.search_mode", "must be one of default, bm25, hybrid")
+        alpha = spec.get("hybrid_alpha")
+        if alpha is not None:
+            alpha = self.number(spec, "hybrid_alpha", 0.5, minimum=0.0, prefix=key + ".")
+            if alpha > 1.0:
+                raise self.fail(f"{key}.hybrid_alpha", "must be at most 1")
+        window = None
+        if "window_tokens" in spec:
+            window = self.integer(spec, "window_tokens", 0, minimum=16, maximum=1_000_000, prefix=key + ".")
+        return ModelOverride(spec.get("query_prefix"), spec.get("document_prefix"), window, mode, alpha)
 
     def strings(self, raw: dict[str, Any], key: str, *, prefix: str = "") -> tuple[str, ...]:
         value = raw.get(key, [])

@@ -86,7 +86,8 @@ class ScoreKind(StrEnum):
 
     COSINE = "cosine"
     BM25 = "bm25"
-    RRF = "rrf"
+    RRF = "rrf"  # reciprocal-rank fusion (kept for callers that fuse with it)
+    FUSED = "fused"  # hybrid: convex combination of the normalised vector and bm25 scores (0..1)
     RERANK = "rerank"
     KEYWORD = "keyword"
 
@@ -161,7 +162,7 @@ DEFAULT_TOP_K = 10
 DEFAULT_EMOJI = "📁"
 DEFAULT_CHUNK_SIZE = 1024
 DEFAULT_CHUNK_OVERLAP = 200
-DEFAULT_HYBRID_ALPHA = 0.5
+DEFAULT_HYBRID_ALPHA = 0.5  # measured per model in core/embeddings/profiles.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +313,28 @@ class KnowledgeSearchResult:
     metadata: dict[str, Any]
     item_id: str | None
     chunk_id: str
+    relevance: float = 0.0  # 0..1, comparable across kinds and bases (core/search/relevance.py)
+    base_id: str | None = None  # the base the chunk belongs to
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """Which chunks a search may return (all when every field is empty).
+
+    * `item_types`: the chunk's item, or a container above it, has one of these types
+      (so `directory` keeps everything read from folders);
+    * `source_prefix`: the item's source (absolute path or URL) starts with this;
+    * `modified_after`: the item was added or last (re)indexed at or after this
+      ISO-8601 time (UTC when it names no zone).
+    """
+
+    item_types: tuple[ItemType, ...] = ()
+    source_prefix: str | None = None
+    modified_after: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.item_types or self.source_prefix or self.modified_after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +343,40 @@ class SearchResponse:
     degraded: bool = False
     reason: str | None = None  # why it degraded, for the user (every cause, "; "-joined)
     mode: SearchMode | None = None  # the mode that produced the results (bm25 after a fallback)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """How ktui uses one embedding model (core/embeddings/profiles.py).
+
+    Prefixes are prepended to the text before it is embedded (and before the cache
+    key is taken, so changing one never serves vectors of the other); `window_tokens`
+    is the model's input window (None = no limit known), `search_mode` /
+    `hybrid_alpha` what a new base on this model gets by default.
+    """
+
+    model_id: str
+    family: str  # "wordllama", "e5", "nomic-embed-text", ... or "unknown"
+    query_prefix: str = ""
+    document_prefix: str = ""
+    window_tokens: int | None = None
+    search_mode: SearchMode = SearchMode.HYBRID
+    hybrid_alpha: float | None = DEFAULT_HYBRID_ALPHA
+    overridden: bool = False  # True when the settings file changed any of it
+
+    def chunk_exceeds_window(self, tokens: int) -> bool:
+        return self.window_tokens is not None and tokens > self.window_tokens
+
+    def window_warning(self, chunk_size: int | None) -> str | None:
+        """What to tell the user when chunks of `chunk_size` tokens do not fit the window."""
+        if chunk_size is None or not self.chunk_exceeds_window(chunk_size):
+            return None
+        lost = 1 - (self.window_tokens or 0) / chunk_size
+        return (
+            f"chunks of up to {chunk_size} tokens exceed the {self.window_tokens}-token input window of "
+            f"{self.model_id}: the model cuts them, so up to {lost:.0%} of a long chunk is never embedded; "
+            f"use a chunk size of at most {self.window_tokens}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

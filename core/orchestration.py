@@ -34,6 +34,7 @@ from ktui.core.data.validation import (
     validate_item_inputs,
 )
 from ktui.core.embeddings import EmbeddingService
+from ktui.core.embeddings.profiles import fitted_chunking
 from ktui.core.engine import RankResult, service_embedder
 from ktui.core.errors import (
     AggregateAcceptanceError,
@@ -47,6 +48,7 @@ from ktui.core.errors import (
 )
 from ktui.core.models import (
     CONTAINER_TYPES,
+    DEFAULT_TOP_K,
     BaseChanged,
     BaseRemoved,
     BaseStatus,
@@ -62,6 +64,7 @@ from ktui.core.models import (
     KnowledgeBase,
     KnowledgeItem,
     NoteItemData,
+    SearchFilters,
     SearchMode,
     SearchResponse,
 )
@@ -69,12 +72,23 @@ from ktui.core.runtime.events import EventBus
 from ktui.core.runtime.queue import InterruptReason
 from ktui.core.runtime.service import KnowledgeRuntimeService, describe_error
 from ktui.core.search import run_search
+from ktui.core.search.filters import allowed_items, require_filters
+from ktui.core.search.multi import merge_responses
 from ktui.core.search.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
 from ktui.core.store import StoreManager
 
 log = logging.getLogger(__name__)
 
 BASE_DELETE_FAILED = "interrupted: deleting the knowledge base failed"
+
+
+def _mode(base: KnowledgeBase, mode: Any) -> SearchMode:
+    if mode is None:
+        return base.search_mode
+    try:
+        return SearchMode(mode)
+    except ValueError:
+        raise ValidationError.field("mode", "must be one of hybrid, vector (or default), bm25") from None
 
 
 class KnowledgeOrchestrationService:
@@ -143,12 +157,22 @@ class KnowledgeOrchestrationService:
             dimensions=dims,
             config=config,
             before_commit=create_store,
-            defaults={"chunk_size": self.settings.chunk_size, "chunk_overlap": self.settings.chunk_overlap},
+            defaults=self.new_base_defaults(model),
             free_name=free_name,
             group_name=group_name,
         )
         self.bus.publish(BaseChanged(base.id))
         return base
+
+    def new_base_defaults(self, model_id: str) -> dict[str, Any]:
+        """What a new base on this model gets unless told otherwise: the configured chunk
+        size shrunk to the model's input window, the model's recommended mode and alpha."""
+        profile = self.embeddings.profile(model_id)
+        size, overlap = fitted_chunking(profile, self.settings.chunk_size, self.settings.chunk_overlap)
+        defaults: dict[str, Any] = {"chunk_size": size, "chunk_overlap": overlap, "search_mode": profile.search_mode}
+        if profile.hybrid_alpha is not None:
+            defaults["hybrid_alpha"] = profile.hybrid_alpha
+        return defaults
 
     async def delete_base(self, base_id: Any) -> None:
         base = await self.bases.get(base_id)
@@ -395,20 +419,42 @@ class KnowledgeOrchestrationService:
     # --- retrieval --------------------------------------------------------
 
     async def search(
-        self, base_id: Any, query: Any, top_k: Any = None, *, mode: Any = None
+        self, base_id: Any, query: Any, top_k: Any = None, *, mode: Any = None, filters: Any = None
     ) -> SearchResponse:
         base = require_runnable(await self.bases.get(base_id))
         text = require_query(query)
         k = require_top_k(top_k) or base.top_k
-        if mode is None:
-            search_mode = base.search_mode
+        return await self._search_base(base, text, k, _mode(base, mode), require_filters(filters))
+
+    async def search_bases(
+        self, base_ids: Any, query: Any, top_k: Any = None, *, mode: Any = None, filters: Any = None
+    ) -> SearchResponse:
+        """One query over several bases (None = every usable base), merged by relevance."""
+        text = require_query(query)
+        flt = require_filters(filters)
+        if base_ids is None:
+            bases = [b for b in await self.bases.list_all() if b.is_usable]
         else:
-            try:
-                search_mode = SearchMode(mode)
-            except ValueError:
-                raise ValidationError.field("mode", "must be one of hybrid, vector (or default), bm25") from None
+            if isinstance(base_ids, str) or not isinstance(base_ids, (list, tuple)) or not base_ids:
+                raise ValidationError.field("base_ids", "must be a non-empty list of base ids")
+            bases = [require_runnable(await self.bases.get(b)) for b in dict.fromkeys(base_ids)]
+        explicit_k = require_top_k(top_k)
+        k = explicit_k or max((b.top_k for b in bases), default=DEFAULT_TOP_K)
+        answers = []
+        for base in bases:
+            answers.append((base, await self._search_base(base, text, k, _mode(base, mode), flt)))
+        return merge_responses(answers, k)
+
+    async def _search_base(
+        self, base: KnowledgeBase, text: str, k: int, mode: SearchMode, filters: SearchFilters | None
+    ) -> SearchResponse:
+        item_filter = None
+        if filters is not None:
+            items = await self.items.list_all(base.id)
+            allowed = await asyncio.to_thread(allowed_items, filters, items)
+            item_filter = allowed.__contains__
         store = await self.runtime.store(base)
-        return await run_search(base, store, self.embeddings, text, top_k=k, mode=search_mode)
+        return await run_search(base, store, self.embeddings, text, top_k=k, mode=mode, item_filter=item_filter)
 
     async def list_item_chunks(self, base_id: Any, item_id: Any) -> list[ChunkRecord]:
         base, item = await self._item_of(base_id, item_id)

@@ -45,8 +45,10 @@ from ktui.core.models import (
     KnowledgeGroup,
     KnowledgeItem,
     ModelListing,
+    ModelProfile,
     Page,
     QueueStats,
+    SearchFilters,
     SearchMode,
     SearchResponse,
 )
@@ -233,10 +235,35 @@ class KnowledgeService:
         return await self._workflow.set_watch(base_id, item_id, watch)
 
     async def search(
-        self, base_id: str, query: str, top_k: int | None = None, *, mode: SearchMode | str | None = None
+        self,
+        base_id: str,
+        query: str,
+        top_k: int | None = None,
+        *,
+        mode: SearchMode | str | None = None,
+        filters: SearchFilters | Mapping[str, Any] | None = None,
     ) -> SearchResponse:
-        """Search a base; `mode` overrides the base's search mode for this call."""
-        return await self._workflow.search(base_id, query, top_k, mode=mode)
+        """Search a base; `mode` overrides the base's search mode for this call; `filters`
+        (a SearchFilters or a mapping of its fields) keeps only matching items' chunks."""
+        return await self._workflow.search(base_id, query, top_k, mode=mode, filters=filters)
+
+    async def search_bases(
+        self,
+        base_ids: Sequence[str] | None,
+        query: str,
+        top_k: int | None = None,
+        *,
+        mode: SearchMode | str | None = None,
+        filters: SearchFilters | Mapping[str, Any] | None = None,
+    ) -> SearchResponse:
+        """Search several bases (None = every usable base); results merged by relevance,
+        each naming its base (`result.base_id`). `top_k` defaults to the largest base top-K."""
+        return await self._workflow.search_bases(base_ids, query, top_k, mode=mode, filters=filters)
+
+    def model_profile(self, embedding_model_id: str) -> ModelProfile:
+        """How ktui uses a model: prefixes, input window, recommended mode (settings applied)."""
+        model = require_model_id(embedding_model_id)
+        return self._embeddings.profile(model)
 
     async def list_item_chunks(self, base_id: str, item_id: str) -> list[ChunkRecord]:
         return await self._workflow.list_item_chunks(base_id, item_id)

@@ -145,12 +145,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("base", help="base id or unique name")
     p.add_argument("items", nargs="+", metavar="ITEM", help="item id, id prefix, source or name")
 
-    p = command(sub, "search", "search a base")
-    p.add_argument("base", help="base id or unique name")
-    p.add_argument("query")
+    p = command(sub, "search", "search one base, several, or all of them")
+    p.add_argument("terms", nargs="+", metavar="BASE... QUERY",
+                   help="base ids or unique names, then the query (with --all: the query only)")
+    p.add_argument("--all", action="store_true", help="search every usable base")
     p.add_argument("--mode", choices=["hybrid", "vector", "bm25", "default"],
-                   help="override the base's search mode: hybrid, vector or bm25 ('default' = vector)")
+                   help="override the bases' search mode: hybrid, vector or bm25 ('default' = vector)")
     p.add_argument("--top-k", type=int, metavar="N", help="number of results (default: the base's)")
+    p.add_argument("--type", action="append", dest="types", metavar="TYPE",
+                   choices=["file", "url", "note", "directory", "sitemap"],
+                   help="only items of this type, or read from a container of it (repeatable)")
+    p.add_argument("--under", metavar="PREFIX", help="only items whose path or URL starts with PREFIX")
+    p.add_argument("--after", metavar="DATE", help="only items added or reindexed at or after DATE (ISO-8601)")
 
     p = command(sub, "chunks", "list the stored chunks of an item")
     p.add_argument("base", help="base id or unique name")

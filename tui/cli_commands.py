@@ -169,7 +169,16 @@ async def cmd_base_create(settings: Settings, args: argparse.Namespace) -> int:
             dump(base_json(base, 0))
         else:
             say(f"created {base.emoji} {base.name}  {base.id}  ({base.embedding_model_id}, {base.dimensions} dims)")
+        _warn_window(ks, base)
     return EXIT_OK
+
+
+def _warn_window(ks: Any, base: Any) -> None:
+    """One stderr line when the base's chunks are longer than its model's input window."""
+    if base.embedding_model_id:
+        warning = ks.model_profile(base.embedding_model_id).window_warning(base.chunk_size)
+        if warning:
+            err(f"warning: {warning}")
 
 
 async def cmd_base_list(settings: Settings, args: argparse.Namespace) -> int:
@@ -197,6 +206,7 @@ async def cmd_base_show(settings: Settings, args: argparse.Namespace) -> int:
             groups = {g.id: g.name for g in await ks.list_groups()}
             for line in base_lines(base, count, groups.get(base.group_id or "")):
                 say(line)
+            _warn_window(ks, base)
     return EXIT_OK
 
 
@@ -211,6 +221,7 @@ async def cmd_base_update(settings: Settings, args: argparse.Namespace) -> int:
             dump(base_json(base))
         else:
             say(f"updated {base.emoji} {base.name}  {base.id}")
+        _warn_window(ks, base)
     return EXIT_OK
 
 
@@ -482,13 +493,41 @@ async def cmd_rm(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _search_filters(args: argparse.Namespace) -> dict[str, Any] | None:
+    filters: dict[str, Any] = {}
+    if args.types:
+        filters["item_types"] = args.types
+    if args.under:
+        under = args.under
+        if "://" not in under:  # a path: the item sources are absolute paths
+            under = str(Path(under).expanduser().absolute())
+        filters["source_prefix"] = under
+    if args.after:
+        filters["modified_after"] = args.after
+    return filters or None
+
+
 async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
+    if args.all and len(args.terms) != 1:
+        raise UsageError("with --all, give only the query")
+    if not args.all and len(args.terms) < 2:
+        raise UsageError("give a base and a query (or --all and a query)")
+    query = args.terms[-1]
+    filters = _search_filters(args)
     async with service(settings, read_only=True) as ks:
-        base = await ks.resolve_base(args.base)
-        response = await ks.search(base.id, args.query, args.top_k, mode=args.mode)
-    mode = response.mode.value if response.mode is not None else args.mode or base.search_mode.value
+        if args.all or len(args.terms) > 2:
+            bases = None if args.all else [(await ks.resolve_base(ref)).id for ref in args.terms[:-1]]
+            response = await ks.search_bases(bases, query, args.top_k, mode=args.mode, filters=filters)
+            names = {bid: (await ks.get_base(bid)).name for bid in dict.fromkeys(r.base_id for r in response.results)
+                     if bid is not None}
+            mode = args.mode or "each base's"
+        else:
+            base = await ks.resolve_base(args.terms[0])
+            response = await ks.search(base.id, query, args.top_k, mode=args.mode, filters=filters)
+            names = None
+            mode = response.mode.value if response.mode is not None else args.mode or base.search_mode.value
     if args.json:
-        dump(search_json(args.query, mode, response))
+        dump(search_json(query, mode, response, names))
         return EXIT_OK
     if response.reason:  # keyword results instead of semantic ones, or results not reranked
         err(f"warning: {response.reason}")
@@ -497,7 +536,8 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     for r in response.results:
         source = r.metadata.get("source") or r.item_id or ""
         where = f" p.{r.metadata['page']}" if r.metadata.get("page") is not None else ""
-        say(f"{r.rank:>2}. {r.score:.3f} {r.score_kind.value:<6} {source}{where}")
+        in_base = f"[{names.get(r.base_id, r.base_id)}] " if names is not None else ""
+        say(f"{r.rank:>2}. {r.relevance:.2f} ({r.score:.3f} {r.score_kind.value}) {in_base}{source}{where}")
         say(f"    {snippet(r.page_content)}")
     return EXIT_OK
 

@@ -87,6 +87,8 @@ def result_json(result: KnowledgeSearchResult) -> dict[str, Any]:
         "rank": result.rank,
         "score": result.score,
         "score_kind": _plain(result.score_kind),
+        "relevance": result.relevance,
+        "base_id": result.base_id,
         "item_id": result.item_id,
         "chunk_id": result.chunk_id,
         "source": result.metadata.get("source"),
@@ -95,13 +97,20 @@ def result_json(result: KnowledgeSearchResult) -> dict[str, Any]:
     }
 
 
-def search_json(query: str, mode: str, response: SearchResponse) -> dict[str, Any]:
+def search_json(query: str, mode: str, response: SearchResponse,
+                base_names: dict[str, str] | None = None) -> dict[str, Any]:
+    results = []
+    for r in response.results:
+        row = result_json(r)
+        if base_names is not None:
+            row["base_name"] = base_names.get(r.base_id or "", r.base_id)
+        results.append(row)
     return {
         "query": query,
         "mode": mode,
         "degraded": response.degraded,
         "reason": response.reason,
-        "results": [result_json(r) for r in response.results],
+        "results": results,
     }
 
 

@@ -44,10 +44,13 @@ BeforeCommit = Callable[[KnowledgeBase], Awaitable[None]]
 
 
 def base_config(config: dict[str, Any], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                chunk_overlap: int = DEFAULT_CHUNK_OVERLAP) -> dict[str, Any]:
+                chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, search_mode: SearchMode = SearchMode.HYBRID,
+                hybrid_alpha: float = DEFAULT_HYBRID_ALPHA) -> dict[str, Any]:
     """Validate a new base's configuration and fill the defaults.
 
-    `hybrid_alpha` defaults to 0.5 in hybrid mode and is absent otherwise.
+    The defaults come from the caller (the model's profile: a chunk size that fits
+    its input window, its recommended mode and alpha). `hybrid_alpha` defaults to
+    `hybrid_alpha` in hybrid mode and is absent otherwise.
     """
     if not isinstance(config, dict):
         raise ValidationError.field("config", "must be a mapping")
@@ -62,7 +65,7 @@ def base_config(config: dict[str, Any], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
         "chunk_overlap": min(chunk_overlap, chunk_size - 1),
         "threshold": None,
         "document_count": None,
-        "search_mode": SearchMode.HYBRID,
+        "search_mode": search_mode,
         "hybrid_alpha": None,
     }
     if "chunk_size" in config and "chunk_overlap" not in config:
@@ -71,7 +74,7 @@ def base_config(config: dict[str, Any], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
     for key, value in config.items():
         cfg[key] = validate_base_field(key, value)
     if cfg["search_mode"] == SearchMode.HYBRID and cfg["hybrid_alpha"] is None:
-        cfg["hybrid_alpha"] = DEFAULT_HYBRID_ALPHA
+        cfg["hybrid_alpha"] = hybrid_alpha
     check_base_consistency(cfg)
     return cfg
 
@@ -90,7 +93,7 @@ class KnowledgeBaseService:
         dimensions: Any,
         config: dict[str, Any] | None = None,
         before_commit: BeforeCommit | None = None,
-        defaults: dict[str, int] | None = None,
+        defaults: dict[str, Any] | None = None,
         free_name: bool = False,
         group_name: Any = None,
     ) -> KnowledgeBase:

@@ -21,7 +21,8 @@ from ktui.core.embeddings.builtin import BuiltinProvider
 from ktui.core.embeddings.cache import EmbeddingCache, cache_key
 from ktui.core.embeddings.coalesce import Coalescer
 from ktui.core.errors import EmbeddingShapeError, ProviderError, ValidationError
-from ktui.core.models import EmbeddingModelInfo, ModelListing
+from ktui.core.embeddings.profiles import profile_for
+from ktui.core.models import EmbeddingModelInfo, ModelListing, ModelProfile
 
 log = logging.getLogger(__name__)
 
@@ -185,9 +186,17 @@ class EmbeddingService:
         """Texts being fetched from a provider right now (a figure for tests and benchmarks)."""
         return len(self._in_flight)
 
+    def profile(self, model_id: str) -> ModelProfile:
+        """The model's profile (prefixes, window, recommended mode), settings overrides applied."""
+        return profile_for(model_id, self.settings.models)
+
     async def embed(self, model_id: str, texts: list[str], *, dimensions: int | None = None,
-                    on_progress: ProgressFn | None = None) -> np.ndarray:
+                    on_progress: ProgressFn | None = None, role: str = "document") -> np.ndarray:
         """`(len(texts), d)` float32 vectors, row i for texts[i].
+
+        `role` is "document" (chunks, records) or "query": the model profile's
+        prefix for that role is prepended before the cache lookup, so the cache key
+        covers it and a changed prefix never serves the old vectors.
 
         Cache first; the distinct missing texts go to the provider in batches
         (concurrently up to the provider's concurrency limit) and are cached as
@@ -204,6 +213,12 @@ class EmbeddingService:
         total = len(texts)
         if not total:
             return np.zeros((0, dimensions or 0), dtype=np.float32)
+        if role not in ("document", "query"):
+            raise ValidationError.field("role", "must be 'document' or 'query'")
+        profile = self.profile(model_id)
+        prefix = profile.query_prefix if role == "query" else profile.document_prefix
+        if prefix:
+            texts = [prefix + t for t in texts]
         where = f"Model '{model_id}'"
         if sum(len(t) for t in texts) > _HASH_OFF_LOOP_CHARS:  # hashing megabytes would stall the loop
             keys = await asyncio.to_thread(lambda: [cache_key(model_id, t) for t in texts])
@@ -325,8 +340,8 @@ class EmbeddingService:
             log.debug("embed-ahead failed: %s", exc)
 
     async def embed_query(self, model_id: str, text: str, *, dimensions: int | None = None) -> np.ndarray:
-        """One text's vector, `(d,)`."""
-        row: np.ndarray = (await self.embed(model_id, [text], dimensions=dimensions))[0]
+        """One query's vector, `(d,)` (with the model's query prefix)."""
+        row: np.ndarray = (await self.embed(model_id, [text], dimensions=dimensions, role="query"))[0]
         return row
 
     async def detect_dimensions(self, model_id: str) -> int:

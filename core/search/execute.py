@@ -1,9 +1,14 @@
-"""Retrieval: embed the query, search the base's store, rerank, threshold.
+"""One search of one base: embed the query, gather candidates, fuse, rerank, threshold.
 
 Order of operations (DESIGN, Store): candidates by mode → rerank (when the base has
 a rerank model) → threshold → top-K. The threshold applies to scores that are
-similarities: cosine scores, or rerank scores when reranked; RRF and bm25 scores
-are ranks, not similarities, so a threshold does not filter them.
+similarities: cosine scores, or rerank scores when reranked; fused and bm25 scores
+are not, so a threshold does not filter them.
+
+The candidate pool does not depend on top_k: each side is asked for the best
+``max(CANDIDATE_POOL, top_k)`` chunks and the reranker sees the best
+``max(RERANK_POOL, top_k)``, so asking for 5 or 50 results gives the same first 5
+(for top_k up to the pool sizes).
 
 If the query cannot be embedded, the search answers from bm25 and says
 `degraded=True` (with the reason) instead of failing.
@@ -13,18 +18,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.errors import KnowledgeError
-from ktui.core.models import KnowledgeBase, KnowledgeSearchResult, ScoreKind, SearchMode, SearchResponse
+from ktui.core.models import (
+    DEFAULT_HYBRID_ALPHA,
+    ChunkRecord,
+    KnowledgeBase,
+    KnowledgeSearchResult,
+    ScoreKind,
+    SearchMode,
+    SearchResponse,
+)
+
+from .fusion import CANDIDATE_POOL, DEFAULT_FUSION, FusionMethod, fuse
+from .relevance import cosine_relevance, keyword_relevance, rerank_relevance
 
 if TYPE_CHECKING:
     from ktui.core.store import BaseStore
 
 log = logging.getLogger(__name__)
 
-RERANK_CANDIDATES_FACTOR = 5
+FILTERED_POOL = 2000  # with a filter, more candidates so enough of them pass it
+RERANK_POOL = 50  # best fused candidates the reranker re-scores
+FUSION = DEFAULT_FUSION  # measured better than RRF on the search benchmark (core/search/fusion.py)
+
+ItemFilter = Callable[[str], bool]
 
 
 async def run_search(
@@ -35,9 +56,10 @@ async def run_search(
     *,
     top_k: int,
     mode: SearchMode,
+    item_filter: ItemFilter | None = None,
 ) -> SearchResponse:
     reranking = base.rerank_model_id is not None
-    fetch_k = top_k * RERANK_CANDIDATES_FACTOR if reranking else top_k
+    pool = max(FILTERED_POOL if item_filter else CANDIDATE_POOL, top_k)
     degraded, reason = False, None
     query_vec = None
     if mode != SearchMode.BM25:
@@ -49,27 +71,37 @@ async def run_search(
             if not isinstance(exc, KnowledgeError):
                 log.exception("query embedding failed")
 
+    vector: list[tuple[str, float]] = []
+    keyword: list[tuple[str, float]] = []
+    if mode != SearchMode.BM25:
+        vector = await asyncio.to_thread(store.search_vector, query_vec, pool)
+    if mode != SearchMode.DEFAULT:
+        keyword = await asyncio.to_thread(store.search_bm25, query, pool)
+    records = {r.id: r for r in await asyncio.to_thread(store.fetch, list({c for c, _ in vector + keyword}))}
+    if item_filter is not None:
+        records = {cid: r for cid, r in records.items() if item_filter(r.item_id)}
+    vector = [(c, s) for c, s in vector if c in records]
+    keyword = [(c, s) for c, s in keyword if c in records]
+
+    alpha = base.hybrid_alpha if base.hybrid_alpha is not None else DEFAULT_HYBRID_ALPHA
     if mode == SearchMode.DEFAULT:
-        hits = await asyncio.to_thread(store.search_vector, query_vec, fetch_k)
-        kind = ScoreKind.COSINE
+        hits, kind = vector, ScoreKind.COSINE
     elif mode == SearchMode.BM25:
-        hits = await asyncio.to_thread(store.search_bm25, query, fetch_k)
-        kind = ScoreKind.BM25
+        hits, kind = keyword, ScoreKind.BM25
     else:
-        alpha = base.hybrid_alpha if base.hybrid_alpha is not None else 0.5
-        hits = await asyncio.to_thread(store.search_hybrid, query_vec, query, fetch_k, alpha)
-        kind = ScoreKind.RRF
+        hits = fuse(vector, keyword, method=FUSION, alpha=alpha, limit=pool)
+        kind = ScoreKind.RRF if FUSION == FusionMethod.RRF else ScoreKind.FUSED
+    scored = [(records[cid], score) for cid, score in hits]
 
-    records = {r.id: r for r in await asyncio.to_thread(store.fetch, [cid for cid, _ in hits])}
-    scored = [(records[cid], score) for cid, score in hits if cid in records]
-
+    cosines = dict(vector)
+    relevance = _side_relevance(query, mode, alpha, cosines)
     if reranking and scored:
+        head = scored[: max(RERANK_POOL, top_k)]
         try:
-            ranking = await embeddings.rerank(
-                base.rerank_model_id, query, [r.text for r, _ in scored], top_n=len(scored)
-            )
-            scored = [(scored[i][0], float(s)) for i, s in sorted(ranking, key=lambda p: -p[1]) if 0 <= i < len(scored)]
+            ranking = await embeddings.rerank(base.rerank_model_id, query, [r.text for r, _ in head], top_n=len(head))
+            scored = [(head[i][0], float(s)) for i, s in sorted(ranking, key=lambda p: -p[1]) if 0 <= i < len(head)]
             kind = ScoreKind.RERANK
+            relevance = lambda record, score: rerank_relevance(score)  # noqa: E731
         except Exception as exc:
             rerank_down = f"Rerank unavailable ({exc}); results are not reranked"
             reason = f"{reason}; {rerank_down}" if reason else rerank_down
@@ -88,7 +120,22 @@ async def run_search(
             metadata=record.metadata,
             item_id=record.item_id,
             chunk_id=record.id,
+            relevance=relevance(record, score),
+            base_id=base.id,
         )
         for rank, (record, score) in enumerate(scored, start=1)
     ]
     return SearchResponse(results, degraded=degraded, reason=reason, mode=mode)
+
+
+def _side_relevance(
+    query: str, mode: SearchMode, alpha: float, cosines: dict[str, float]
+) -> Callable[[ChunkRecord, float], float]:
+    """How a result's 0..1 relevance is computed in this mode (see core.search.relevance)."""
+    if mode == SearchMode.DEFAULT:
+        return lambda record, score: cosine_relevance(score)
+    if mode == SearchMode.BM25:
+        return lambda record, score: keyword_relevance(query, record.text)
+    return lambda record, score: (
+        alpha * cosine_relevance(cosines.get(record.id, 0.0)) + (1 - alpha) * keyword_relevance(query, record.text)
+    )

@@ -31,8 +31,8 @@ import numpy as np
 
 from ktui.core.errors import StoreDamagedError, StoreError
 from ktui.core.models import Chunk, ChunkRecord
-from ktui.core.search.fusion import RRF_K, reciprocal_rank_fusion
-from ktui.core.search.keyword import FTS_TOKENIZER, fts_match_expression
+from ktui.core.search.fusion import CANDIDATE_POOL, fuse_scores
+from ktui.core.search.keyword import FTS_TOKENIZER, fts_match_expression, has_terms, index_text
 from ktui.core.storage_faults import rollback_quietly, storage_error
 
 from .matrix import (
@@ -48,11 +48,28 @@ from .matrix import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-HYBRID_CANDIDATES_FACTOR = 5
+SCHEMA_VERSION = 2
 _BATCH = 500  # ids per IN (...) query
 
-_SCHEMA = f"""
+_FTS_STATEMENTS = (
+    f"CREATE VIRTUAL TABLE chunk_fts USING fts5(text, content='', tokenize='{FTS_TOKENIZER}')",
+    """CREATE TRIGGER chunk_ai AFTER INSERT ON chunk BEGIN
+    INSERT INTO chunk_fts(rowid, text) VALUES (new.seq, coalesce(new.fts_text, new.text));
+END""",
+    """CREATE TRIGGER chunk_ad AFTER DELETE ON chunk BEGIN
+    INSERT INTO chunk_fts(chunk_fts, rowid, text) VALUES ('delete', old.seq, coalesce(old.fts_text, old.text));
+END""",
+    """CREATE TRIGGER chunk_au AFTER UPDATE OF text, fts_text ON chunk BEGIN
+    INSERT INTO chunk_fts(chunk_fts, rowid, text) VALUES ('delete', old.seq, coalesce(old.fts_text, old.text));
+    INSERT INTO chunk_fts(rowid, text) VALUES (new.seq, coalesce(new.fts_text, new.text));
+END""",
+)
+_FTS_SCHEMA = "".join(statement + ";\n" for statement in _FTS_STATEMENTS)
+
+# Schema 2: the FTS index is contentless and indexes `fts_text` (the text with CJK
+# runs segmented into bigrams, see core.search.keyword.index_text) when it is set,
+# else `text`; no stemmer. Schema 1 stores are migrated at open (_migrate).
+_SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value NOT NULL);
 CREATE TABLE chunk (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -60,24 +77,12 @@ CREATE TABLE chunk (
     item_id TEXT NOT NULL,
     chunk_index INTEGER NOT NULL,
     text TEXT NOT NULL,
-    metadata TEXT NOT NULL DEFAULT '{{}}',
+    metadata TEXT NOT NULL DEFAULT '{}',
     vector BLOB NOT NULL,
+    fts_text TEXT,
     UNIQUE (item_id, chunk_index)
 );
-CREATE VIRTUAL TABLE chunk_fts USING fts5(
-    text, content='chunk', content_rowid='seq', tokenize='{FTS_TOKENIZER}'
-);
-CREATE TRIGGER chunk_ai AFTER INSERT ON chunk BEGIN
-    INSERT INTO chunk_fts(rowid, text) VALUES (new.seq, new.text);
-END;
-CREATE TRIGGER chunk_ad AFTER DELETE ON chunk BEGIN
-    INSERT INTO chunk_fts(chunk_fts, rowid, text) VALUES ('delete', old.seq, old.text);
-END;
-CREATE TRIGGER chunk_au AFTER UPDATE OF text ON chunk BEGIN
-    INSERT INTO chunk_fts(chunk_fts, rowid, text) VALUES ('delete', old.seq, old.text);
-    INSERT INTO chunk_fts(rowid, text) VALUES (new.seq, new.text);
-END;
-"""
+""" + _FTS_SCHEMA
 
 
 class VectorShapeError(StoreError, ValueError):
@@ -214,8 +219,16 @@ class BaseStore:
                     raise StoreError(
                         f"Vector store file {path} holds {meta['dimensions']}-dimension vectors, not {dimensions}"
                     )
+                if int(meta["schema_version"]) < SCHEMA_VERSION:
+                    try:
+                        _migrate(con, path)
+                    except sqlite3.Error as exc:
+                        raise StoreError(
+                            f"Vector store file {path} could not be upgraded to store schema {SCHEMA_VERSION} "
+                            f"(nothing was changed; it is retried on the next open): {exc}"
+                        ) from exc
                 con.execute(
-                    "SELECT seq, id, item_id, chunk_index, text, metadata, vector FROM chunk LIMIT 0"
+                    "SELECT seq, id, item_id, chunk_index, text, metadata, vector, fts_text FROM chunk LIMIT 0"
                 ).fetchall()
                 con.execute("SELECT rowid FROM chunk_fts LIMIT 0").fetchall()
                 store_uuid = str(meta["uuid"])
@@ -320,6 +333,7 @@ class BaseStore:
                         text,
                         _dump_metadata(getattr(chunk, "metadata", None)),
                         arr[index].tobytes(),
+                        index_text(text),
                     )
                 )
             ids.append(item_ids)
@@ -338,7 +352,7 @@ class BaseStore:
                     con.execute("DELETE FROM chunk WHERE item_id = ?", (item_id,))
                 first = con.execute("SELECT coalesce(max(seq), 0) FROM chunk").fetchone()[0]
                 con.executemany(
-                    "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 new = [r[0] for r in con.execute("SELECT seq FROM chunk WHERE seq > ? ORDER BY seq", (first,))]
@@ -525,17 +539,19 @@ class BaseStore:
     def search_hybrid(
         self, query_vec: np.ndarray, query: str, k: int, alpha: float
     ) -> list[tuple[str, float]]:
-        """RRF (k=60) of the top ``k*5`` of each side; ``alpha`` weights vector, ``1-alpha`` bm25."""
+        """Both sides' best ``max(CANDIDATE_POOL, k)`` fused (core.search.fusion); ``alpha`` weights vector.
+
+        The search itself (``core.search.run_search``) does the same with filters,
+        rerank and relevance; this is the store-level shortcut for tests and benchmarks.
+        """
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"hybrid alpha must be within 0..1, got {alpha!r}")
         if k <= 0:
             return []
-        candidates = int(k) * HYBRID_CANDIDATES_FACTOR
-        vector = self.search_vector(query_vec, candidates)
-        keyword = self.search_bm25(query, candidates)
-        return reciprocal_rank_fusion(
-            vector, keyword, k=RRF_K, alpha=alpha, limit=int(k)
-        )
+        pool = max(CANDIDATE_POOL, int(k))
+        vector = self.search_vector(query_vec, pool)
+        keyword = self.search_bm25(query, pool)
+        return fuse_scores(vector, keyword, alpha=alpha, limit=int(k))
 
     # ----------------------------------------------------------- invariants
 
@@ -601,7 +617,7 @@ class BaseStore:
                 problems.append(f"FTS row {doc} has no chunk")
             for seq in sorted(chunk_rows.keys() - fts_docs):
                 cid, text = chunk_rows[seq]
-                if fts_match_expression(text) is not None:
+                if has_terms(text):
                     problems.append(f"chunk {cid} is missing from the FTS index")
             for item_id, chunk_index, n in con.execute(
                 "SELECT item_id, chunk_index, count(*) FROM chunk GROUP BY item_id, chunk_index HAVING count(*) > 1"
@@ -875,6 +891,39 @@ class BaseStore:
                     f"matrix int8 row of chunk seq {seq} differs from its BLOB"
                 )
         return problems
+
+
+def _migrate(con: sqlite3.Connection, path: Path) -> None:
+    """Bring an older store to SCHEMA_VERSION in one transaction (nothing changes on failure).
+
+    1 → 2: the FTS index is rebuilt from the chunk rows without the Porter stemmer and
+    with CJK bigrams (a new `fts_text` column holds the segmented text where it differs).
+    Another process may be migrating the same file: the version is re-read under the
+    write lock, so the work is done once.
+    """
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        current = int(con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+        if current < 2:
+            log.info("migrating %s from store schema %d: rebuilding its full-text index", path.name, current)
+            con.execute("ALTER TABLE chunk ADD COLUMN fts_text TEXT")
+            for trigger in ("chunk_ai", "chunk_ad", "chunk_au"):
+                con.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+            con.execute("DROP TABLE IF EXISTS chunk_fts")
+            segmented = [
+                (segmented_text, seq)
+                for seq, text in con.execute("SELECT seq, text FROM chunk")
+                if (segmented_text := index_text(text)) is not None
+            ]
+            con.executemany("UPDATE chunk SET fts_text = ? WHERE seq = ?", segmented)
+            for statement in _FTS_STATEMENTS:
+                con.execute(statement)
+            con.execute("INSERT INTO chunk_fts(rowid, text) SELECT seq, coalesce(fts_text, text) FROM chunk")
+            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def _ids(values: Iterable[str]) -> Iterable[str]:

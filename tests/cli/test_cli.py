@@ -139,7 +139,7 @@ def test_base_and_item_workflow(ktui):
     hits = ktui.json("search", "Notes", "sea otters sleep", "--top-k", "2")
     assert hits["mode"] == "hybrid" and hits["degraded"] is False and len(hits["results"]) == 2
     top = hits["results"][0]
-    assert top["rank"] == 1 and top["score_kind"] == "rrf" and top["source"].endswith("otters.md")
+    assert top["rank"] == 1 and top["score_kind"] == "fused" and top["source"].endswith("otters.md")
     assert "Sea otters hold hands" in top["text"] and top["item_id"] and top["chunk_id"]
     text = ktui("search", "Notes", "penguins winter", "--mode", "bm25").stdout
     assert text.splitlines()[0].startswith(" 1. ") and "bm25" in text and "single.txt" in text
@@ -519,3 +519,26 @@ def test_a_search_that_falls_back_to_keywords_says_so_once(ktui):
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "could not be embedded" in warnings[0]
     assert warnings[0].count("keyword (bm25)") == 1
+
+
+@pytest.mark.slow
+def test_search_several_bases_with_filters_and_relevance(ktui):
+    (ktui.work / "zoo").mkdir()
+    (ktui.work / "zoo" / "zebra.md").write_text("Zebras have black and white stripes.", encoding="utf-8")
+    (ktui.work / "tea").mkdir()
+    (ktui.work / "tea" / "oolong.txt").write_text("乌龙茶是一种半发酵茶。", encoding="utf-8")
+    ktui("base", "create", "Zoo")
+    small = ktui("base", "create", "Tea", "--model", "fake::all-minilm", "--chunk-size", "1024")
+    assert "warning: chunks of up to 1024 tokens exceed the 256-token input window" in small.stderr
+    ktui("add", "Zoo", "zoo", "--wait")
+    ktui("add", "Tea", "tea", "--wait")
+    both = ktui.json("search", "--all", "乌龙茶 stripes")
+    assert {r["base_name"] for r in both["results"]} == {"Zoo", "Tea"}
+    assert all(0 <= r["relevance"] <= 1 and r["base_id"] for r in both["results"])
+    text = ktui("search", "Zoo", "Tea", "乌龙茶", "--mode", "bm25").stdout
+    assert text.splitlines()[0].startswith(" 1. 1.00 (") and "[Tea]" in text and "oolong.txt" in text
+    only = ktui.json("search", "--all", "stripes", "--under", "tea")["results"]
+    assert only == [] or all("/tea/" in r["source"] for r in only)
+    assert ktui.json("search", "Zoo", "stripes", "--after", "2999-01-01")["results"] == []
+    assert "modified_after" in one_error_line(ktui("search", "Zoo", "x", "--after", "soon", rc=1).stderr)
+    assert "with --all, give only the query" in ktui("search", "--all", "Zoo", "x", rc=2).stderr

@@ -78,3 +78,29 @@ def test_fused_ranking_is_sorted_bounded_and_from_the_inputs(
     assert len(out) == min(limit, len(set(v) | set(w)))
     assert {d for d, _ in out} <= set(v) | set(w)
     assert all(0 <= s <= 1 / 61 + 1e-12 for s in scores)
+
+
+def test_minmax_fusion_keeps_a_clear_winner_of_one_side_first() -> None:
+    from ktui.core.search.fusion import fuse_scores
+
+    vector = [("answer", 0.9), ("x", 0.31), ("y", 0.30), ("z", 0.29)]
+    keyword = [("w", 9.0), ("x", 5.0), ("y", 4.9), ("z", 4.8), ("v", 1.0)]
+    assert reciprocal_rank_fusion(vector, keyword, alpha=0.5, limit=1)[0][0] == "x"  # mediocre on both wins RRF
+    fused = fuse_scores(vector, keyword, alpha=0.5, limit=5, normalise="minmax")
+    assert fuse_scores(vector, keyword, alpha=0.5, limit=1, normalise="max")[0][0] in {"answer", "w"}
+    assert fused[0][0] == "answer" and all(0.0 <= s <= 1.0 for _, s in fused)
+    assert fuse_scores(vector, keyword, alpha=0.0, limit=1)[0][0] == "w"
+    assert fuse_scores([], [], alpha=0.5, limit=3) == [] and fuse_scores(vector, [], alpha=0.5, limit=0) == []
+    assert fuse_scores([("a", 1.0)], [("a", 2.0)], alpha=0.3, limit=2) == [("a", pytest.approx(1.0))]
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.floats(-10, 10)), max_size=12),
+       st.lists(st.tuples(st.sampled_from("abcdefgh"), st.floats(0, 30)), max_size=12),
+       st.floats(0, 1), st.integers(1, 10))
+def test_minmax_fusion_is_a_prefix_whatever_the_limit(v, k, alpha, limit) -> None:
+    from ktui.core.search.fusion import fuse_scores
+
+    v, k = sorted(v, key=lambda p: -p[1]), sorted(k, key=lambda p: -p[1])
+    full = fuse_scores(v, k, alpha=alpha, limit=20)
+    assert fuse_scores(v, k, alpha=alpha, limit=limit) == full[:limit]
+    assert all(0.0 <= s <= 1.0 + 1e-9 for _, s in full)

@@ -25,9 +25,10 @@ import numpy as np
 
 from ktui.core.config import Settings
 from ktui.core.embeddings import EmbeddingService
+from ktui.core.embeddings.profiles import fitted_chunking
 from ktui.core.ingest.chunking import chunk_documents
-from ktui.core.models import BaseStatus, Document, KnowledgeBase, SearchMode
-from ktui.core.search import run_search
+from ktui.core.models import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, BaseStatus, Document, KnowledgeBase, SearchMode
+from ktui.core.search import run_search  # noqa: F401 - the search under test
 from ktui.core.store import BaseStore
 
 from .corpus import KnownItemSet, Page
@@ -128,7 +129,9 @@ class IndexedSet:
 
     async def baseline(self, queries: list[Page]) -> dict[str, Scores]:
         vec_rank, kw_rank, hyb_rank = [], [], []
-        qvecs = await self.embeddings.embed(self.base.embedding_model_id, [p.query for p in queries])
+        # the baseline knows no profiles: raw query text
+        qvecs = await self.embeddings.embed(self.base.embedding_model_id, [p.query for p in queries],
+                                            dimensions=self.base.dimensions)
         for page, q in zip(queries, qvecs, strict=True):
             q = q / (np.linalg.norm(q) or 1.0)
             sims = self.vectors @ q
@@ -150,20 +153,31 @@ class IndexedSet:
         return {"default": metrics(vec_rank, answers), "bm25": metrics(kw_rank, answers),
                 "hybrid": metrics(hyb_rank, answers)}
 
+    async def query_vector(self, query: str) -> np.ndarray:
+        """The query's vector as ktui's search embeds it."""
+        return await embed_query(self.embeddings, self.base, query)
+
     def close(self) -> None:
         self.store.close()
         self.fts.close()
 
 
 async def embed_documents(embeddings: EmbeddingService, base: KnowledgeBase, texts: list[str]) -> np.ndarray:
-    """Chunk vectors as the runtime embeds them for this base."""
-    return await embeddings.embed(base.embedding_model_id, texts, dimensions=base.dimensions)
+    """Chunk vectors as the runtime embeds them for this base (document role: its prefix)."""
+    return await embeddings.embed(base.embedding_model_id, texts, dimensions=base.dimensions, role="document")
+
+
+async def embed_query(embeddings: EmbeddingService, base: KnowledgeBase, query: str) -> np.ndarray:
+    return await embeddings.embed_query(base.embedding_model_id, query, dimensions=base.dimensions)
 
 
 async def base_for_model(embeddings: EmbeddingService, model_id: str) -> KnowledgeBase:
-    """A base with the settings a new base gets for this model."""
+    """A base with the settings a new base gets for this model (its profile's defaults)."""
     dims = await embeddings.detect_dimensions(model_id)
-    return make_base(model_id, dims)
+    profile = embeddings.profile(model_id)
+    size, overlap = fitted_chunking(profile, DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_OVERLAP)
+    return make_base(model_id, dims, chunk_size=size, chunk_overlap=overlap, search_mode=profile.search_mode,
+                     hybrid_alpha=profile.hybrid_alpha)
 
 
 def bench_settings(data_dir: Path, **changes) -> Settings:

