@@ -26,6 +26,7 @@ vector-weighted hybrid) and are not measured here.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ktui.core.config import ModelOverride
 from ktui.core.models import ModelProfile, SearchMode
@@ -90,7 +91,7 @@ def profile_for(model_id: str, overrides: dict[str, ModelOverride] | None = None
     override = (overrides or {}).get(model_id)
     if override is None:
         return profile
-    changes: dict = {"overridden": True}
+    changes: dict[str, Any] = {"overridden": True}
     for key in ("query_prefix", "document_prefix", "window_tokens", "hybrid_alpha"):
         if getattr(override, key) is not None:
             changes[key] = getattr(override, key)

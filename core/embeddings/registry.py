@@ -20,8 +20,8 @@ from ktui.core.embeddings.base import EmbeddingProvider, RerankProvider, check_w
 from ktui.core.embeddings.builtin import BuiltinProvider
 from ktui.core.embeddings.cache import EmbeddingCache, cache_key
 from ktui.core.embeddings.coalesce import Coalescer
-from ktui.core.errors import EmbeddingShapeError, ProviderError, ValidationError
 from ktui.core.embeddings.profiles import profile_for
+from ktui.core.errors import EmbeddingShapeError, ProviderError, ValidationError
 from ktui.core.models import EmbeddingModelInfo, ModelListing, ModelProfile
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from ktui.core.models import KnowledgeBase, SearchResponse
 
 def merge_responses(answers: list[tuple[KnowledgeBase, SearchResponse]], top_k: int) -> SearchResponse:
     pooled = []
-    for order, (base, response) in enumerate(answers):
+    for order, (_base, response) in enumerate(answers):
         for result in response.results:
             pooled.append((-result.relevance, result.rank, order, result))
     pooled.sort(key=lambda p: p[:3])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ktui.core.config import ModelOverride
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.errors import ValidationError
-from ktui.core.models import ItemInput, ItemType, SearchMode
+from ktui.core.models import ItemInput, SearchMode
 from tests.support.embedding_server import deterministic_vector, embedding_server_fixture
 from tests.support.services import fake_settings, open_service, write_files
 

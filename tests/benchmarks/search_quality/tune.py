@@ -48,7 +48,7 @@ async def main() -> None:
                         owner[cid] = None
                 items = {r.id: r.item_id for r in indexed.store.fetch(list(owner))}
 
-                def score(rankings):
+                def score(rankings, items=items, answers=answers):
                     return metrics([documents_in_order([items[c] for c, _ in r]) for r in rankings], answers)
 
                 print(f"\n{dataset.name} dev ({len(queries)}), {model_id}")
