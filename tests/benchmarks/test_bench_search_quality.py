@@ -30,7 +30,7 @@ from ktui.core.models import SearchMode
 from tests.benchmarks.search_quality.corpus import cache_dir, english_set, multilingual_set
 from tests.benchmarks.search_quality.harness import IndexedSet, base_for_model, bench_settings, embed_documents
 
-pytestmark = pytest.mark.benchmark
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]  # indexing ~3k chunks, ~2k searches
 
 MODES = (SearchMode.DEFAULT, SearchMode.BM25, SearchMode.HYBRID)
 
