@@ -221,7 +221,14 @@ class BaseStore:
                     )
                 if int(meta["schema_version"]) < SCHEMA_VERSION:
                     try:
-                        _migrate(con, path)
+                        if read_only:  # the one write a reader makes: a transactional, one-time upgrade
+                            writer = sqlite3.connect(path, isolation_level=None, timeout=10.0)
+                            try:
+                                _migrate(writer, path)
+                            finally:
+                                writer.close()
+                        else:
+                            _migrate(con, path)
                     except sqlite3.Error as exc:
                         raise StoreError(
                             f"Vector store file {path} could not be upgraded to store schema {SCHEMA_VERSION} "
