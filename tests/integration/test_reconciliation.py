@@ -23,7 +23,7 @@ from ktui.core.data.item_service import (
     derive_container_state,
 )
 from ktui.core.data.validation import ValidItem
-from ktui.core.db import Database
+from ktui.core.db import Database, new_id
 from ktui.core.models import (
     CONTAINER_TYPES,
     DirectoryItemData,
@@ -293,7 +293,7 @@ def test_every_container_always_matches_the_rule(runner, sync_db, shape, ops):
     items = KnowledgeItemService(sync_db)
 
     async def scenario():
-        base = await KnowledgeBaseService(sync_db).create(name="M", embedding_model_id="p::m", dimensions=2)
+        base = await KnowledgeBaseService(sync_db).create(name=f"M {new_id()}", embedding_model_id="p::m", dimensions=2)
         (root,) = await items.create_roots(base.id, [ValidItem(ItemType.DIRECTORY, DirectoryItemData("/r", "/r"))])
 
         def specs(node, path):
