@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -30,6 +31,7 @@ APP_NAME = "ktui"
 DEFAULT_EMBEDDING_MODEL = "builtin::wordllama"
 PROVIDER_KINDS = ("builtin", "ollama", "openai", "rerank", "tei-rerank")
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+LANGUAGE_CODE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,40}$")  # a Tesseract language: eng, chi_sim, deu
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,21 @@ class IngestSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OcrSettings:
+    """`[ocr]`: recognising scanned PDF pages and images (docs/configuration.md). A base's own
+    OCR settings, when set, win over `enabled`, `languages` and `max_pages`."""
+
+    enabled: bool = True  # images and PDF pages without a text layer are recognised
+    languages: tuple[str, ...] = ("eng",)  # Tesseract language codes, e.g. ["eng", "deu"]
+    max_pages: int = 500  # pages recognised per file; a file needing more fails
+    max_pixels: int = 90_000_000  # per image, image frame or rendered page
+    page_timeout: float = 120.0  # seconds for one page
+    render_dpi: int = 300  # PDF pages without a scanned image inside are rendered at this
+    tesseract: str = "tesseract"  # the Tesseract program: a name on PATH or a path
+    cache_entries: int = 200_000  # recognised pages kept in ocr-cache.sqlite (0 = no cache)
+
+
+@dataclass(frozen=True, slots=True)
 class EmbeddingSettings:
     batch_size: int = 64
     memory_cache_entries: int = 20_000
@@ -104,6 +121,7 @@ class Settings:
     concurrency: int = 5
     auto_ollama: bool = True  # add an "ollama" provider at $OLLAMA_HOST / localhost
     ingest: IngestSettings = field(default_factory=IngestSettings)
+    ocr: OcrSettings = field(default_factory=OcrSettings)
     embeddings: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     keymap: dict[str, str] = field(default_factory=dict)
@@ -222,6 +240,7 @@ _TOP_KEYS = {
     "concurrency",
     "auto_ollama",
     "ingest",
+    "ocr",
     "embeddings",
     "providers",
     "keymap",
@@ -265,6 +284,16 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         "parse_timeout": ("float", 1.0),
         "parse_memory_mb": ("int", 256),
     })
+    ocr = p.section(raw, "ocr", OcrSettings, {
+        "enabled": ("bool", None),
+        "languages": ("languages", None),
+        "max_pages": ("int", 1),
+        "max_pixels": ("int", 1_000_000),
+        "page_timeout": ("float", 1.0),
+        "render_dpi": ("int", 72),
+        "tesseract": ("string", None),
+        "cache_entries": ("int", 0),
+    })
     embeddings = p.section(raw, "embeddings", EmbeddingSettings, {
         "batch_size": ("int", 1),
         "memory_cache_entries": ("int", 0),
@@ -297,6 +326,7 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         concurrency=concurrency,
         auto_ollama=auto_ollama,
         ingest=ingest,
+        ocr=ocr,
         embeddings=embeddings,
         providers=providers,
         keymap=dict(keymap_raw),
@@ -383,6 +413,17 @@ class _Parser:
             raise self.fail(prefix + key, "must be a list of non-empty strings")
         return tuple(v.strip() for v in value)
 
+    def languages(self, raw: dict[str, Any], key: str, *, prefix: str = "") -> tuple[str, ...]:
+        value = raw.get(key)
+        if isinstance(value, str):
+            value = value.replace("+", " ").split()
+        if not isinstance(value, list) or not value:
+            raise self.fail(prefix + key, "must be a non-empty list of language codes, e.g. [\"eng\", \"deu\"]")
+        for lang in value:
+            if not isinstance(lang, str) or not LANGUAGE_CODE.match(lang):
+                raise self.fail(prefix + key, f"{lang!r} is not a Tesseract language code (letters, digits, _)")
+        return tuple(dict.fromkeys(value))
+
     def section(self, raw: dict[str, Any], name: str, cls: type, spec: dict[str, tuple[str, Any]]) -> Any:
         table = raw.get(name, {})
         if not isinstance(table, dict):
@@ -402,6 +443,12 @@ class _Parser:
                 values[key] = self.number(table, key, default, minimum=minimum, prefix=prefix)
             elif kind == "globs":
                 values[key] = self.strings(table, key, prefix=prefix) if key in table else default
+            elif kind == "bool":
+                values[key] = self.boolean(table, key, default, prefix=prefix)
+            elif kind == "string":
+                values[key] = self.string(table, key, default, prefix=prefix)
+            elif kind == "languages":
+                values[key] = self.languages(table, key, prefix=prefix) if key in table else default
         return cls(**values)
 
     def provider(self, name: str, spec: Any) -> ProviderConfig:

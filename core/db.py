@@ -129,7 +129,14 @@ BEGIN
 END;
 """
 
-MIGRATIONS: Sequence[str] = (_SCHEMA_V1, _SCHEMA_V2)
+_SCHEMA_V3 = """
+-- per-base OCR choices; NULL follows the settings file's [ocr] table
+ALTER TABLE knowledge_base ADD COLUMN ocr_enabled INTEGER CHECK (ocr_enabled IS NULL OR ocr_enabled IN (0, 1));
+ALTER TABLE knowledge_base ADD COLUMN ocr_languages TEXT CHECK (ocr_languages IS NULL OR length(ocr_languages) > 0);
+ALTER TABLE knowledge_base ADD COLUMN ocr_max_pages INTEGER CHECK (ocr_max_pages IS NULL OR ocr_max_pages > 0);
+"""
+
+MIGRATIONS: Sequence[str] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)
 """MIGRATIONS[n] brings a database from user_version n to n + 1. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -122,6 +122,10 @@ class KnowledgeBase:
     hybrid_alpha: float | None
     created_at: str
     updated_at: str
+    # OCR of this base's images and scanned PDF pages; None follows the settings' [ocr]
+    ocr_enabled: bool | None = None
+    ocr_languages: str | None = None  # Tesseract codes joined by "+", e.g. "eng+deu"
+    ocr_max_pages: int | None = None  # pages recognised per file
     # Why the base's chunk store cannot be used (missing, or damaged and set aside as
     # *.corrupt-<time>); None when it is fine or not yet known. Not stored: the facade
     # fills it in from the store files whenever it hands out a base.
@@ -185,6 +189,7 @@ class FileItemData:
     mtime_ns: int | None = None  # modification time, recorded when last read
     sha256: str | None = None  # content hash, recorded when last read
     chunking: str | None = None  # "chunk_size/chunk_overlap" it was indexed with
+    ocr: dict[str, Any] | None = None  # pages recognised and mean confidence (OcrReport.summary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,7 +413,8 @@ class ItemChanged:
     status: ItemStatus
     phase: ItemPhase | None
     error: str | None
-    progress: float | None = None  # 0..1 while embedding, else None
+    progress: float | None = None  # 0..1 while embedding, and while OCR reads pages; else None
+    ocr_pages: tuple[int, int] | None = None  # (pages recognised, pages to recognise) while OCR runs
 
 
 @dataclass(frozen=True, slots=True)

@@ -228,6 +228,9 @@ class KnowledgeOrchestrationService:
             "document_count": source.document_count,
             "search_mode": source.search_mode.value,
             "hybrid_alpha": source.hybrid_alpha,
+            "ocr_enabled": source.ocr_enabled,
+            "ocr_languages": source.ocr_languages,
+            "ocr_max_pages": source.ocr_max_pages,
         }
         # no name given: the source's, made free ("Notes (2)"); the source keeps its own
         new_base = await self.create_base(name or source.name, model, dims, free_name=name is None, **config)

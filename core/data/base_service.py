@@ -67,6 +67,9 @@ def base_config(config: dict[str, Any], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
         "document_count": None,
         "search_mode": search_mode,
         "hybrid_alpha": None,
+        "ocr_enabled": None,
+        "ocr_languages": None,
+        "ocr_max_pages": None,
     }
     if "chunk_size" in config and "chunk_overlap" not in config:
         size = validate_base_field("chunk_size", config["chunk_size"])
@@ -145,12 +148,13 @@ class KnowledgeBaseService:
                 await self._require_group(conn, cfg["group_id"])
             await conn.execute(
                 f"INSERT INTO knowledge_base ({BASE_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     base_id, name, cfg["group_id"], cfg["emoji"], dims, model, status.value,
                     error.value if error else None, cfg["rerank_model_id"], cfg["chunk_size"],
                     cfg["chunk_overlap"], cfg["threshold"], cfg["document_count"],
                     cfg["search_mode"].value, cfg["hybrid_alpha"], now, now,
+                    cfg["ocr_enabled"], cfg["ocr_languages"], cfg["ocr_max_pages"],
                 ),
             )
             base = await self._get(conn, base_id)

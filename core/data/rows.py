@@ -22,7 +22,8 @@ from ktui.core.models import (
 
 BASE_COLUMNS = (
     "id, name, group_id, emoji, dimensions, embedding_model_id, status, error, rerank_model_id, "
-    "chunk_size, chunk_overlap, threshold, document_count, search_mode, hybrid_alpha, created_at, updated_at"
+    "chunk_size, chunk_overlap, threshold, document_count, search_mode, hybrid_alpha, created_at, updated_at, "
+    "ocr_enabled, ocr_languages, ocr_max_pages"
 )
 ITEM_COLUMNS = "id, base_id, group_id, type, data, status, phase, error, created_at, updated_at"
 
@@ -46,6 +47,9 @@ def base_from_row(row: Any) -> KnowledgeBase:
         hybrid_alpha=row["hybrid_alpha"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        ocr_enabled=None if row["ocr_enabled"] is None else bool(row["ocr_enabled"]),
+        ocr_languages=row["ocr_languages"],
+        ocr_max_pages=row["ocr_max_pages"],
     )
 
 

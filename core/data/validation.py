@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import regex
 
+from ktui.core.config import LANGUAGE_CODE
 from ktui.core.errors import ValidationError
 from ktui.core.models import (
     ANY_GROUP,
@@ -187,10 +188,14 @@ BASE_PATCHABLE = (
     "document_count",
     "search_mode",
     "hybrid_alpha",
+    "ocr_enabled",
+    "ocr_languages",
+    "ocr_max_pages",
 )
 BASE_IMMUTABLE = ("embedding_model_id", "dimensions")
 BASE_READONLY = ("id", "status", "error", "created_at", "updated_at")
-_NULLABLE = {"group_id", "rerank_model_id", "threshold", "document_count", "hybrid_alpha"}
+_NULLABLE = {"group_id", "rerank_model_id", "threshold", "document_count", "hybrid_alpha",
+             "ocr_enabled", "ocr_languages", "ocr_max_pages"}
 
 
 def validate_base_field(name: str, value: Any) -> Any:
@@ -223,7 +228,27 @@ def validate_base_field(name: str, value: Any) -> Any:
                 raise ValidationError.field("search_mode", "must be one of hybrid, vector (or default), bm25") from None
         case "hybrid_alpha":
             return _unit(value, "hybrid_alpha")
+        case "ocr_enabled":
+            if not isinstance(value, bool):
+                raise ValidationError.field("ocr_enabled", "must be true or false (or null to follow the settings)")
+            return value
+        case "ocr_languages":
+            return require_ocr_languages(value)
+        case "ocr_max_pages":
+            return _int(value, "ocr_max_pages", minimum=1, maximum=1_000_000)
     raise ValidationError.field(name, "unknown field")
+
+
+def require_ocr_languages(value: Any) -> str:
+    """Tesseract language codes as a list or a "+"-joined string; stored joined by "+"."""
+    parts = value.replace("+", " ").split() if isinstance(value, str) else value
+    if not isinstance(parts, (list, tuple)) or not parts or not all(
+        isinstance(p, str) and LANGUAGE_CODE.match(p) for p in parts
+    ):
+        raise ValidationError.field(
+            "ocr_languages", "must be Tesseract language codes such as 'eng' or 'eng+deu' (letters, digits, _)"
+        )
+    return "+".join(dict.fromkeys(parts))
 
 
 def check_base_consistency(cfg: dict[str, Any]) -> None:

@@ -57,7 +57,7 @@ __all__ = ["MARKDOWN_CONTENT_TYPE", "Span", "chunk_documents", "estimate_tokens"
 MARKDOWN_CONTENT_TYPE = "text/markdown"
 """Document.metadata["content_type"] value that turns on heading-aware chunking."""
 
-PASS_THROUGH_KEYS = ("page", "sheet", "slide", "chapter", "title")
+PASS_THROUGH_KEYS = ("page", "sheet", "slide", "chapter", "title", "ocr", "ocr_confidence")
 """Document metadata copied to each of its chunks when present."""
 
 _PARAGRAPH_RE = re.compile(r"\n[ \t\r\f\v]*\n\s*")

@@ -27,7 +27,7 @@ import pathspec
 
 from ktui.core.config import IngestSettings
 from ktui.core.errors import IngestError
-from ktui.core.ingest.readers import is_supported_file
+from ktui.core.ingest.readers import is_image_file, is_supported_file
 from ktui.core.ingest.sitemap import expand_sitemap
 
 __all__ = ["DEFAULT_SKIPPED_DIRS", "DirectoryListing", "expand_directory", "expand_sitemap", "walk_directory"]
@@ -68,8 +68,9 @@ def _gitwild(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec | None:
 
 
 class _Walker:
-    def __init__(self, root: str, settings: IngestSettings):
+    def __init__(self, root: str, settings: IngestSettings, images: bool = True):
         self.root = root
+        self.images = images
         self.include = _gitwild(settings.include)
         self.exclude = _gitwild(settings.exclude)
         self.seen_dirs: set[tuple[int, int]] = set()
@@ -142,6 +143,8 @@ class _Walker:
             elif is_file:
                 if not is_supported_file(name) or self._ignored(child_rel, ignores):
                     continue
+                if not self.images and is_image_file(name):
+                    continue
                 if self.exclude is not None and self.exclude.match_file(child_rel):
                     continue
                 if self.include is not None and not self.include.match_file(child_rel):
@@ -152,15 +155,16 @@ class _Walker:
         return listing
 
 
-def walk_directory(path: str, settings: IngestSettings) -> DirectoryListing:
-    """Blocking walk (see the module docstring); `expand_directory` runs it in a thread."""
+def walk_directory(path: str, settings: IngestSettings, images: bool = True) -> DirectoryListing:
+    """Blocking walk (see the module docstring); `expand_directory` runs it in a thread.
+    `images` False leaves image files out (the base does not OCR them)."""
     root = os.path.abspath(os.path.expanduser(path))
     if not os.path.exists(root):
         raise IngestError(f"Directory not found: {path}")
     if not os.path.isdir(root):
         raise IngestError(f"Not a directory: {path}")
     try:
-        listing = _Walker(root, settings).visit(root, "", [], 0)
+        listing = _Walker(root, settings, images).visit(root, "", [], 0)
     except PermissionError:
         raise IngestError(f"Directory cannot be read (permission denied): {path}") from None
     except OSError as exc:
@@ -170,6 +174,6 @@ def walk_directory(path: str, settings: IngestSettings) -> DirectoryListing:
     return listing
 
 
-async def expand_directory(path: str, settings: IngestSettings) -> DirectoryListing:
+async def expand_directory(path: str, settings: IngestSettings, images: bool = True) -> DirectoryListing:
     """Walk `path` off the event loop; IngestError when missing, not a folder, or empty."""
-    return await asyncio.to_thread(walk_directory, path, settings)
+    return await asyncio.to_thread(walk_directory, path, settings, images)

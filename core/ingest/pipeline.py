@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from ktui.core.config import IngestSettings
 from ktui.core.errors import IngestError
 from ktui.core.ingest.chunking import chunk_documents
+from ktui.core.ingest.ocr.options import OcrOptions, ProgressFn
+from ktui.core.ingest.ocr.pages import OcrContext
 from ktui.core.ingest.readers import is_supported_file, parse_bytes, read_file_bytes
 from ktui.core.models import Chunk, FileItemData, ItemType
 
@@ -48,17 +50,21 @@ def with_fingerprint(data: FileItemData, fp: Fingerprint, chunking: str) -> File
     return replace(data, size=fp.size, mtime_ns=fp.mtime_ns, sha256=fp.sha256, chunking=chunking)
 
 
+
 def read_and_chunk_file(
     data: FileItemData,
     item_id: str,
     settings: IngestSettings,
     chunk_size: int,
     chunk_overlap: int,
+    ocr: OcrOptions | None = None,
+    progress: ProgressFn | None = None,
 ) -> tuple[list[Chunk], FileItemData]:
-    """A file item's chunks, and its payload with the fingerprint to record.
+    """A file item's chunks, and its payload with the fingerprint (and OCR summary) to record.
 
     The size and mtime are taken before reading and the hash from the bytes read, so
-    the record is never newer than what was indexed.
+    the record is never newer than what was indexed. `ocr` None means no OCR; `progress`
+    is told (pages done, pages to do) while pages are recognised.
     """
     if not is_supported_file(data.path):
         raise IngestError(f"Unsupported file type: {data.path}")
@@ -67,7 +73,9 @@ def read_and_chunk_file(
     except OSError:
         st = None  # read_file_bytes reports the real problem
     raw = read_file_bytes(data.path, settings.max_file_bytes)
-    documents = parse_bytes(raw, data.path, data.source or data.path)
+    sha256 = hashlib.sha256(raw).hexdigest()
+    context = OcrContext(ocr, sha256, progress) if ocr is not None else None
+    documents = parse_bytes(raw, data.path, data.source or data.path, context)
     chunks = chunk_documents(
         documents,
         chunk_size=chunk_size,
@@ -76,7 +84,8 @@ def read_and_chunk_file(
         item_type=ItemType.FILE,
         source=data.source or data.path,
     )
+    summary = context.report.summary() if context is not None else None
     if st is None:
-        return chunks, data
-    fingerprint = Fingerprint(st.st_size, st.st_mtime_ns, hashlib.sha256(raw).hexdigest())
-    return chunks, with_fingerprint(data, fingerprint, chunking_signature(chunk_size, chunk_overlap))
+        return chunks, replace(data, ocr=summary)
+    fingerprint = Fingerprint(st.st_size, st.st_mtime_ns, sha256)
+    return chunks, replace(with_fingerprint(data, fingerprint, chunking_signature(chunk_size, chunk_overlap)), ocr=summary)

@@ -20,7 +20,8 @@ from urllib.parse import unquote, urlsplit
 from ktui.core.config import IngestSettings
 from ktui.core.errors import IngestError
 from ktui.core.ingest.fetch import FetchedResource, Fetcher
-from ktui.core.ingest.formats import epub, html, office, pdf, text
+from ktui.core.ingest.formats import epub, html, image, office, pdf, text
+from ktui.core.ingest.ocr.pages import OcrContext
 from ktui.core.models import Document, FileItemData, ItemType, NoteItemData, UrlItemData
 
 Parser = Callable[[bytes, str, str], list[Document]]
@@ -66,7 +67,10 @@ _PARSERS: dict[str, Parser] = {
     ".xlsx": office.parse_xlsx,
     ".xlsm": office.parse_xlsx,
     ".epub": epub.parse_epub,
+    **{ext: image.parse_image for ext in image.IMAGE_EXTENSIONS},  # type: ignore[dict-item]
 }
+OCR_PARSERS = frozenset({pdf.parse_pdf, image.parse_image})
+"""Parsers that take the file's OCR context as a fourth argument."""
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_PARSERS)
 """Lower-case extensions, with the dot, that a reader supports."""
@@ -78,6 +82,7 @@ _KIND_NAMES: dict[Parser, str] = {
     office.parse_xlsx: "XLSX",
     epub.parse_epub: "EPUB",
     html.parse_html: "HTML",
+    image.parse_image: "image",
 }
 
 
@@ -97,7 +102,12 @@ def is_supported_file(path: str | Path) -> bool:
     return _parser_for_name(Path(path).name) is not None
 
 
-def _run_parser(parser: Parser, data: bytes, source: str, label: str) -> list[Document]:
+def is_image_file(path: str | Path) -> bool:
+    """True for the image formats that OCR reads (PNG, JPEG, TIFF, WebP, BMP, GIF)."""
+    return _extension(Path(path).name) in image.IMAGE_EXTENSIONS
+
+
+def _run_parser(parser: Parser, data: bytes, source: str, label: str, kind: str | None = None) -> list[Document]:
     """Call a parser, turning any library exception into an IngestError naming the source."""
     try:
         return parser(data, source, label)
@@ -108,7 +118,7 @@ def _run_parser(parser: Parser, data: bytes, source: str, label: str) -> list[Do
     except RecursionError:
         raise IngestError(f"Cannot read {label}: structure nested too deeply") from None
     except Exception as exc:  # noqa: BLE001 - damaged files make libraries raise anything
-        what = "the page" if "://" in label else f"{_KIND_NAMES.get(parser, 'the')} file"
+        what = "the page" if "://" in label else f"{kind or _KIND_NAMES.get(parser, 'the')} file"
         detail = str(exc).strip() or type(exc).__name__
         raise IngestError(f"Cannot read {what} (damaged or wrong format): {label}: {detail}") from None
 
@@ -152,13 +162,20 @@ def read_file_sync(path: str, settings: IngestSettings, source: str | None = Non
     return parse_bytes(read_file_bytes(path, settings.max_file_bytes), path, source or path)
 
 
-def parse_bytes(data: bytes, name: str, source: str) -> list[Document]:
-    """Parse file content by its name's extension (blocking); `name` labels errors."""
+def parse_bytes(data: bytes, name: str, source: str, ocr: OcrContext | None = None) -> list[Document]:
+    """Parse file content by its name's extension (blocking); `name` labels errors.
+
+    `ocr` lets PDFs and images recognise pages without text; without it, scanned PDF
+    pages are left out and images fail saying that OCR is off.
+    """
     parser = _parser_for_name(os.path.basename(name))
     if parser is None:
         raise IngestError(f"Unsupported file type: {name}")
     if not data:
         raise IngestError(f"File is empty: {name}")
+    if parser in OCR_PARSERS:
+        with_ocr: Parser = lambda d, s, lb: parser(d, s, lb, ocr)  # type: ignore[call-arg]
+        return _run_parser(with_ocr, data, source, name, kind=_KIND_NAMES.get(parser))
     return _run_parser(parser, data, source, name)
 
 
@@ -194,7 +211,7 @@ def _parser_for_response(resource: FetchedResource) -> Parser | None:
         return by_name if by_name in (text.parse_plain, text.parse_markdown, text.parse_json, _csv) else text.parse_plain
     if ctype in _GENERIC_TYPES:
         by_name = _parser_for_name(PurePosixPath(unquote(urlsplit(resource.url).path)).name)
-        if by_name is not None:
+        if by_name is not None and by_name is not image.parse_image:  # OCR reads files only
             return by_name
         head = resource.body[:1024].lstrip().lower()
         if head.startswith(b"%pdf"):

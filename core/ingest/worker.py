@@ -3,7 +3,10 @@
 It answers requests from the runtime's parse pool (core/runtime/parse_pool.py)
 over its stdin/stdout: each message is a 4-byte big-endian length and a pickle.
 A request is `(function name, args)`; only the functions in `functions()` can be
-called. The answer is `("ok", result)` or `("error", message, is_ingest_error)`.
+called. The answer is `("ok", result)` or `("error", message, is_ingest_error)`;
+before it, a function in `PROGRESS_FUNCTIONS` may send any number of
+`("progress", done, total)` messages (pages recognised by OCR), which also tell
+the pool that the worker is not stuck.
 Once its imports are done the worker sends `("ready",)`, so that a parse timeout
 measures reading and never the interpreter's start-up.
 
@@ -22,6 +25,7 @@ from typing import Any, BinaryIO
 
 from ktui.core.errors import KnowledgeError
 
+PROGRESS_FUNCTIONS = frozenset({"read_and_chunk_file"})  # take a `progress=` callback
 HEADER = struct.Struct(">I")
 
 
@@ -53,8 +57,15 @@ def serve(requests: BinaryIO, answers: BinaryIO, memory_mb: int | None = None) -
     write_message(answers, ("ready",))
     while (request := read_message(requests)) is not None:
         name, args = request
+
+        def progress(done: int, total: int) -> None:
+            write_message(answers, ("progress", done, total))
+
         try:
-            answer: Any = ("ok", table[name](*args))
+            if name in PROGRESS_FUNCTIONS:
+                answer: Any = ("ok", table[name](*args, progress=progress))
+            else:
+                answer = ("ok", table[name](*args))
         except MemoryError:
             # past the address-space limit: say which limit, then let the pool replace us
             # (a half-built object graph may still hold the memory)

@@ -8,8 +8,11 @@ to the other core.
 
 The pool also contains misbehaving parsers: a parser that kills its process fails
 only that item, and one that runs past `ingest.parse_timeout` is killed and its
-item failed, instead of holding a worker forever. `parse_workers = 0` parses in
-threads instead (no extra process).
+item failed, instead of holding a worker forever. `parse_timeout` is the longest
+a worker may go without a sign of life: a worker that reports progress (OCR,
+page by page) gets the timeout afresh with each report, so a long scan is
+bounded by its page limit and the time per page, not by one timeout for the
+whole file. `parse_workers = 0` parses in threads instead (no extra process).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import logging
 import pickle
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ktui.core.errors import IngestError
@@ -33,12 +37,19 @@ class _Worker:
     def __init__(self, process: asyncio.subprocess.Process):
         self.process = process
 
-    async def call(self, name: str, args: tuple[Any, ...]) -> Any:
+    async def call(self, name: str, args: tuple[Any, ...], timeout: float,
+                   on_progress: Callable[[int, int], None] | None = None) -> Any:
+        """The answer to one request; TimeoutError when the worker is silent for `timeout` s."""
         assert self.process.stdin is not None
         payload = pickle.dumps((name, args), protocol=pickle.HIGHEST_PROTOCOL)
         self.process.stdin.write(HEADER.pack(len(payload)) + payload)
-        await self.process.stdin.drain()
-        return await self.answer()
+        await asyncio.wait_for(self.process.stdin.drain(), timeout)
+        while True:
+            message = await asyncio.wait_for(self.answer(), timeout)
+            if message[0] != "progress":
+                return message
+            if on_progress is not None:
+                on_progress(message[1], message[2])
 
     async def answer(self) -> Any:
         assert self.process.stdout is not None
@@ -61,11 +72,17 @@ class ParsePool:
         self._killed: set[_Worker] = set()  # killed but not yet reaped: close() waits for them
         self._closed = False
 
-    async def run(self, what: str, name: str, fallback: Any, *args: Any) -> Any:
+    async def run(self, what: str, name: str, fallback: Any, *args: Any,
+                  on_progress: Callable[[int, int], None] | None = None) -> Any:
         """Call worker function `name(*args)` in a worker process; `fallback` is the same
-        function, run in a thread when the pool has no workers."""
+        function, run in a thread when the pool has no workers. `on_progress(done, total)`
+        hears a progress-reporting function's reports (on the event loop)."""
         if self.workers <= 0:
-            return await asyncio.to_thread(fallback, *args)
+            if on_progress is None:
+                return await asyncio.to_thread(fallback, *args)
+            loop = asyncio.get_running_loop()
+            report = lambda done, total: loop.call_soon_threadsafe(on_progress, done, total)  # noqa: E731
+            return await asyncio.to_thread(fallback, *args, progress=report)
         if self._idle is None:
             self._idle = asyncio.Queue()
             for _ in range(self.workers):
@@ -78,7 +95,7 @@ class ParsePool:
         try:
             if worker is None or worker.process.returncode is not None:
                 worker = await self._start()
-            answer = await asyncio.wait_for(worker.call(name, args), self.timeout)
+            answer = await worker.call(name, args, self.timeout, on_progress)
             if len(answer) > 3 and answer[3] == "restart":  # past a limit: the worker is ending
                 self._drop(worker)
                 worker = None

@@ -40,7 +40,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ktui.core.config import IngestSettings
 from ktui.core.data.item_service import KnowledgeItemService
@@ -48,6 +48,9 @@ from ktui.core.errors import IngestError
 from ktui.core.models import Chunk, FileItemData, KnowledgeBase, KnowledgeItem
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.queue import TaskKind, TaskQueue
+
+if TYPE_CHECKING:
+    from ktui.core.ingest.ocr.options import OcrOptions
 
 log = logging.getLogger(__name__)
 
@@ -62,18 +65,21 @@ class _Ahead:
     chunk_size: int
     chunk_overlap: int
     stamp: Stamp  # the file just before it was read
+    ocr: OcrOptions | None  # what OCR the read was allowed
     task: asyncio.Task[Parsed]
 
 
 class ReadAhead:
     def __init__(self, queue: TaskQueue, items: KnowledgeItemService, parse_pool: ParsePool,
-                 settings: IngestSettings, depth: int, embed_ahead: EmbedAhead | None = None):
+                 settings: IngestSettings, depth: int, embed_ahead: EmbedAhead | None = None,
+                 ocr_for: Callable[[KnowledgeBase], OcrOptions | None] = lambda base: None):
         self.queue = queue
         self.items = items
         self.parse_pool = parse_pool
         self.settings = settings
         self.depth = depth
         self.embed_ahead = embed_ahead
+        self.ocr_for = ocr_for
         self._ahead: dict[str, _Ahead] = {}  # item id -> its read in progress or done
         self._loading: set[str] = set()  # item ids whose rows are being fetched
         self._tasks: set[asyncio.Task[object]] = set()  # every background task, until it ends
@@ -130,11 +136,12 @@ class ReadAhead:
             stamp = _stamp(item.data.path)
             if stamp is None:
                 continue  # gone or unreadable: the task reports it
+            ocr = self.ocr_for(base)
             task = self._spawn(self.parse_pool.run(
                 item.source, "read_and_chunk_file", read_and_chunk_file,
-                item.data, item.id, self.settings, base.chunk_size, base.chunk_overlap,
+                item.data, item.id, self.settings, base.chunk_size, base.chunk_overlap, ocr,
             ))
-            self._ahead[item.id] = _Ahead(item.data.path, base.chunk_size, base.chunk_overlap, stamp, task)
+            self._ahead[item.id] = _Ahead(item.data.path, base.chunk_size, base.chunk_overlap, stamp, ocr, task)
             reads.append(task)
         if reads and self.embed_ahead is not None:
             self._spawn(self._embed_when_read(base, reads))
@@ -154,6 +161,8 @@ class ReadAhead:
             return None
         if (ahead.path, ahead.chunk_size, ahead.chunk_overlap) != (item.data.path, base.chunk_size, base.chunk_overlap):
             return None
+        if ahead.ocr != self.ocr_for(base):
+            return None  # the base's OCR settings changed since
         try:
             chunks, recorded = await asyncio.shield(ahead.task)  # the read goes on if this task is cancelled
         except asyncio.CancelledError:

@@ -67,12 +67,20 @@ from ktui.core.store import BaseStore, StoreManager
 
 if TYPE_CHECKING:
     from ktui.core.ingest import Fetcher
+    from ktui.core.ingest.ocr.options import OcrOptions
 
 log = logging.getLogger(__name__)
 
 RESERVE_FILENAME = ".space-reserve"  # see KnowledgeRuntimeService._make_reserve
 SPACE_PROBE_S = 1.0  # how often a queue paused by a full disk looks for free space again
 READ_AHEAD_FILES = 64  # files read (and embedded) ahead: a provider batch, whatever `concurrency` is
+
+
+def _ocr_options(settings: Settings, base: KnowledgeBase) -> OcrOptions:
+    from ktui.core.ingest.ocr.options import ocr_options  # light, but only indexing needs it
+
+    return ocr_options(settings, base)
+
 
 
 class KnowledgeRuntimeService:
@@ -104,6 +112,7 @@ class KnowledgeRuntimeService:
         self.read_ahead = ReadAhead(
             self.queue, items, self.parse_pool, settings.ingest,
             depth=max(settings.concurrency, READ_AHEAD_FILES), embed_ahead=self._embed_ahead,
+            ocr_for=lambda base: _ocr_options(settings, base),
         )
         self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
         self._chunk_writes: dict[str, GroupCommit[_PendingWrite]] = {}  # base id -> leaves waiting to be stored
@@ -410,6 +419,13 @@ class KnowledgeRuntimeService:
         if isinstance(item.data, FileItemData):
             # fingerprint, read, parse and chunk in one worker call, unless it was read ahead
             parsed: Parsed | None = await token.run(self.read_ahead.take(item, base))
+
+            def ocr_progress(done: int, total: int) -> None:
+                self.bus.publish(ItemChanged(
+                    base.id, item.id, ItemStatus.PROCESSING, ItemPhase.READING, None,
+                    done / total if total else None, (done, total),
+                ))
+
             if parsed is None:
                 fresh: Parsed = await token.run(self.parse_pool.run(
                     item.source,
@@ -420,6 +436,8 @@ class KnowledgeRuntimeService:
                     self.settings.ingest,
                     base.chunk_size,
                     base.chunk_overlap,
+                    _ocr_options(self.settings, base),
+                    on_progress=ocr_progress,
                 ))
                 parsed = fresh
             chunks, recorded = parsed
@@ -566,7 +584,9 @@ class KnowledgeRuntimeService:
         existing = await self.items.descendants([item.id])
         assert isinstance(item.data, DirectoryItemData)
         try:
-            listing = await expand_directory(item.data.path, self.settings.ingest)
+            listing = await expand_directory(
+                item.data.path, self.settings.ingest, images=_ocr_options(self.settings, base).enabled
+            )
         except IngestError:
             # the folder vanished or holds nothing indexable: none of its old files may stay searchable
             if existing:

@@ -45,7 +45,8 @@ def clean_config(raw: dict[str, Any], report: BaseImportReport) -> dict[str, Any
             continue
         value = raw[key]
         if value is None:
-            if key in ("threshold", "document_count", "rerank_model_id", "hybrid_alpha"):
+            if key in ("threshold", "document_count", "rerank_model_id", "hybrid_alpha",
+                       "ocr_enabled", "ocr_languages", "ocr_max_pages"):
                 cfg[key] = None
             continue
         try:

@@ -24,6 +24,9 @@ CONFIG_KEYS = (
     "document_count",
     "search_mode",
     "hybrid_alpha",
+    "ocr_enabled",
+    "ocr_languages",
+    "ocr_max_pages",
 )
 LEGACY_SKIPPED_TYPES = ("memory", "video")
 

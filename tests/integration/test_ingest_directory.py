@@ -26,7 +26,7 @@ def rel_files(listing: DirectoryListing, root: Path) -> list[str]:
 
 
 async def test_tree_shape_sorted_absolute_and_empty_folders_dropped(tmp_path: Path) -> None:
-    touch(tmp_path, "b.md", "a.txt", "docs/guide.md", "docs/api/ref.md", "docs/img/logo.png", "empty/.keep",
+    touch(tmp_path, "b.md", "a.txt", "docs/guide.md", "docs/api/ref.md", "docs/img/logo.svg", "empty/.keep",
           "only-binaries/x.bin")
     (tmp_path / "truly-empty").mkdir()
     listing = await expand_directory(str(tmp_path), SETTINGS)
@@ -86,9 +86,14 @@ async def test_errors(tmp_path: Path) -> None:
     with pytest.raises(IngestError, match=r"Not a directory: .*file\.md"):
         await expand_directory(str(tmp_path / "file.md"), SETTINGS)
     nothing = tmp_path / "nothing"
-    touch(nothing, "a.png", "node_modules/x.md", ".hidden/y.md")
+    touch(nothing, "a.svg", "node_modules/x.md", ".hidden/y.md")
     with pytest.raises(IngestError, match=r"^Directory contains no indexable files$"):
         await expand_directory(str(nothing), SETTINGS)
+    pictures = tmp_path / "pictures"
+    touch(pictures, "scan.png", "photo.JPG", "fax.tiff")
+    assert (await expand_directory(str(pictures), SETTINGS)).file_count == 3  # images are read by OCR
+    with pytest.raises(IngestError, match=r"^Directory contains no indexable files$"):
+        await expand_directory(str(pictures), SETTINGS, images=False)  # a base with OCR off
     empty = tmp_path / "void"
     empty.mkdir()
     with pytest.raises(IngestError, match=r"^Directory contains no indexable files$"):

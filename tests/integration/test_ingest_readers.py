@@ -238,9 +238,9 @@ async def test_damaged_pdf(tmp_path: Path, fetcher: Fetcher) -> None:
 
 
 async def test_unsupported_extension(tmp_path: Path, fetcher: Fetcher) -> None:
-    path = tmp_path / "photo.png"
-    path.write_bytes(b"\x89PNG")
-    with pytest.raises(IngestError, match=r"Unsupported file type: .*photo\.png"):
+    path = tmp_path / "drawing.svg"
+    path.write_bytes(b"<svg/>")
+    with pytest.raises(IngestError, match=r"Unsupported file type: .*drawing\.svg"):
         await read(path, fetcher)
 
 

@@ -94,5 +94,5 @@ def test_supported_extensions_and_names() -> None:
         assert is_supported_file(f"/x/File{ext.upper()}")
     assert all(e == e.lower() and e.startswith(".") for e in SUPPORTED_EXTENSIONS)
     assert is_supported_file("Makefile") and is_supported_file("/a/README")
-    for name in ("photo.png", "archive.zip", "movie.mp4", "lib.so", "noext", "doc.doc"):
+    for name in ("vector.svg", "archive.zip", "movie.mp4", "lib.so", "noext", "doc.doc"):
         assert not is_supported_file(name)

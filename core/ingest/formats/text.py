@@ -37,8 +37,9 @@ def binary_error(label: str) -> IngestError:
     return IngestError(f"Not a text file (binary content): {label}")
 
 
-def no_text_error(label: str) -> IngestError:
-    return IngestError(f"File has no text content: {label}")
+def no_text_error(label: str, hint: str | None = None) -> IngestError:
+    """`hint` says why, when it is known (for one, "OCR found no text")."""
+    return IngestError(f"File has no text content ({hint}): {label}" if hint else f"File has no text content: {label}")
 
 
 _CONTROL_BYTES = frozenset([*range(0x09), *range(0x0E, 0x20), 0x7F])
