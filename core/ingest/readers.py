@@ -15,6 +15,7 @@ import errno
 import os
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
+from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from ktui.core.config import IngestSettings
@@ -25,6 +26,7 @@ from ktui.core.ingest.ocr.pages import OcrContext
 from ktui.core.models import Document, FileItemData, ItemType, NoteItemData, UrlItemData
 
 Parser = Callable[[bytes, str, str], list[Document]]
+OcrParser = Callable[[bytes, str, str, OcrContext | None], list[Document]]
 
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdx"})
 TEXT_EXTENSIONS = frozenset(
@@ -61,21 +63,21 @@ _PARSERS: dict[str, Parser] = {
     **{ext: _csv for ext in CSV_EXTENSIONS},
     ".json": text.parse_json,
     ".ipynb": text.parse_notebook,
-    ".pdf": pdf.parse_pdf,
+    ".pdf": cast(Parser, pdf.parse_pdf),  # called through _with_ocr
     ".docx": office.parse_docx,
     ".pptx": office.parse_pptx,
     ".xlsx": office.parse_xlsx,
     ".xlsm": office.parse_xlsx,
     ".epub": epub.parse_epub,
-    **{ext: image.parse_image for ext in image.IMAGE_EXTENSIONS},  # type: ignore[dict-item]
+    **{ext: cast(Parser, image.parse_image) for ext in image.IMAGE_EXTENSIONS},  # called through _with_ocr
 }
-OCR_PARSERS = frozenset({pdf.parse_pdf, image.parse_image})
+OCR_PARSERS: frozenset[object] = frozenset({pdf.parse_pdf, image.parse_image})
 """Parsers that take the file's OCR context as a fourth argument."""
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_PARSERS)
 """Lower-case extensions, with the dot, that a reader supports."""
 
-_KIND_NAMES: dict[Parser, str] = {
+_KIND_NAMES: dict[object, str] = {
     pdf.parse_pdf: "PDF",
     office.parse_docx: "DOCX",
     office.parse_pptx: "PPTX",
@@ -100,6 +102,13 @@ def _parser_for_name(name: str) -> Parser | None:
 def is_supported_file(path: str | Path) -> bool:
     """True when a reader exists for this file name (by extension or well-known name)."""
     return _parser_for_name(Path(path).name) is not None
+
+
+def _with_ocr(parser: OcrParser, ocr: OcrContext | None) -> Parser:
+    def call(data: bytes, source: str, label: str) -> list[Document]:
+        return parser(data, source, label, ocr)
+
+    return call
 
 
 def is_image_file(path: str | Path) -> bool:
@@ -174,8 +183,7 @@ def parse_bytes(data: bytes, name: str, source: str, ocr: OcrContext | None = No
     if not data:
         raise IngestError(f"File is empty: {name}")
     if parser in OCR_PARSERS:
-        with_ocr: Parser = lambda d, s, lb: parser(d, s, lb, ocr)  # type: ignore[call-arg]
-        return _run_parser(with_ocr, data, source, name, kind=_KIND_NAMES.get(parser))
+        return _run_parser(_with_ocr(cast(OcrParser, parser), ocr), data, source, name, kind=_KIND_NAMES.get(parser))
     return _run_parser(parser, data, source, name)
 
 
@@ -211,7 +219,7 @@ def _parser_for_response(resource: FetchedResource) -> Parser | None:
         return by_name if by_name in (text.parse_plain, text.parse_markdown, text.parse_json, _csv) else text.parse_plain
     if ctype in _GENERIC_TYPES:
         by_name = _parser_for_name(PurePosixPath(unquote(urlsplit(resource.url).path)).name)
-        if by_name is not None and by_name is not image.parse_image:  # OCR reads files only
+        if by_name is not None and cast(object, by_name) is not image.parse_image:  # OCR reads files only
             return by_name
         head = resource.body[:1024].lstrip().lower()
         if head.startswith(b"%pdf"):

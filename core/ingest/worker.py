@@ -21,6 +21,7 @@ import os
 import pickle
 import struct
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from ktui.core.errors import KnowledgeError
@@ -29,7 +30,7 @@ PROGRESS_FUNCTIONS = frozenset({"read_and_chunk_file"})  # take a `progress=` ca
 HEADER = struct.Struct(">I")
 
 
-def functions() -> dict[str, Any]:
+def functions() -> dict[str, Callable[..., Any]]:
     """What a worker can be asked to run. Imported here, not at module level: the
     runtime imports this module for HEADER alone, and must not load every parser
     with it."""

@@ -18,7 +18,7 @@ import logging
 
 from ktui.core.errors import IngestError
 from ktui.core.ingest.formats.text import PLAIN, no_text_error
-from ktui.core.ingest.ocr.engine import OcrUnavailable
+from ktui.core.ingest.ocr.engine import OcrUnavailable, PageText
 from ktui.core.ingest.ocr.pages import OcrContext, check_page_count
 from ktui.core.models import Document
 
@@ -74,10 +74,10 @@ def parse_pdf(data: bytes, source: str, label: str, ctx: OcrContext | None = Non
     recognised = _recognise(data, needs_ocr, texts, ctx, label)
     docs: list[Document] = []
     for number in sorted(set(texts) | set(recognised)):
-        page = recognised.get(number)
-        if page is not None and len(page.text.strip()) > len(texts.get(number, "").strip()):
-            docs.append(Document(page.text, {"source": source, "page": number, "content_type": PLAIN,
-                                             "ocr": True, "ocr_confidence": page.confidence}))
+        read = recognised.get(number)
+        if read is not None and len(read.text.strip()) > len(texts.get(number, "").strip()):
+            docs.append(Document(read.text, {"source": source, "page": number, "content_type": PLAIN,
+                                             "ocr": True, "ocr_confidence": read.confidence}))
         elif texts.get(number, "").strip():
             docs.append(Document(texts[number], {"source": source, "page": number, "content_type": PLAIN}))
     if not docs:
@@ -88,7 +88,7 @@ def parse_pdf(data: bytes, source: str, label: str, ctx: OcrContext | None = Non
 
 
 def _recognise(data: bytes, needs_ocr: dict[int, str], texts: dict[int, str], ctx: OcrContext | None,
-               label: str) -> dict:  # dict[int, PageText]
+               label: str) -> dict[int, PageText]:
     if not needs_ocr:
         return {}
     definite = [n for n, q in needs_ocr.items() if q != "short"]

@@ -65,7 +65,8 @@ def _renderer(page, dpi: float) -> PageLoader:  # type: ignore[no-untyped-def]
     def render() -> Image.Image:
         bitmap = page.render(scale=dpi / 72, grayscale=True)
         try:
-            return bitmap.to_pil().copy()
+            image: Image.Image = bitmap.to_pil().copy()
+            return image
         finally:
             bitmap.close()
 
