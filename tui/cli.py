@@ -56,6 +56,17 @@ def _str_or_none(text: str) -> str | None:
     return None if text.lower() in ("none", "null", "") else text
 
 
+def _on_off_default(text: str) -> bool | None:
+    choice = text.lower()
+    if choice in ("on", "true", "yes"):
+        return True
+    if choice in ("off", "false", "no"):
+        return False
+    if choice in ("default", "none", "null"):
+        return None
+    raise argparse.ArgumentTypeError(f"'{text}' is not one of on, off, default")
+
+
 def _base_settings(p: argparse.ArgumentParser, *, update: bool) -> None:
     """Base configuration options shared by `base create` and `base update`."""
     d = {"default": argparse.SUPPRESS}  # absent options are not sent; 'none' clears a value
@@ -71,6 +82,12 @@ def _base_settings(p: argparse.ArgumentParser, *, update: bool) -> None:
     p.add_argument("--mode", choices=["hybrid", "vector", "bm25", "default"],
                    help="search mode: hybrid, vector or bm25 ('default' is the old name of vector)", **d)
     p.add_argument("--alpha", type=_unit_or_none, metavar="X", help="hybrid weight of the vector side, 0..1", **d)
+    p.add_argument("--ocr", type=_on_off_default, metavar="on|off|default",
+                   help="recognise images and scanned PDF pages ('default' follows the settings' [ocr])", **d)
+    p.add_argument("--ocr-languages", type=_str_or_none, metavar="LANGS",
+                   help="Tesseract languages, e.g. eng+deu ('none' follows the settings)", **d)
+    p.add_argument("--ocr-max-pages", type=_int_or_none, metavar="N",
+                   help="most pages recognised in one file ('none' follows the settings, 500)", **d)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -103,7 +103,8 @@ async def _group_setting(ks: Any, ref: str) -> dict[str, str]:
         return {"group_name": ref}
 
 
-SETTING_ATTRS = ("emoji", "group", "rerank_model", "chunk_size", "chunk_overlap", "threshold", "top_k", "mode", "alpha")
+SETTING_ATTRS = ("emoji", "group", "rerank_model", "chunk_size", "chunk_overlap", "threshold", "top_k", "mode", "alpha",
+                 "ocr", "ocr_languages", "ocr_max_pages")
 
 
 async def _base_config(ks: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -117,6 +118,9 @@ async def _base_config(ks: Any, args: argparse.Namespace) -> dict[str, Any]:
         "top_k": "document_count",
         "mode": "search_mode",
         "alpha": "hybrid_alpha",
+        "ocr": "ocr_enabled",
+        "ocr_languages": "ocr_languages",
+        "ocr_max_pages": "ocr_max_pages",
     }
     config = {field: getattr(args, attr) for attr, field in mapping.items() if hasattr(args, attr)}
     if hasattr(args, "group"):

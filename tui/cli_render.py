@@ -54,6 +54,9 @@ def base_json(base: KnowledgeBase, item_count: int | None = None) -> dict[str, A
         "top_k": base.top_k,
         "search_mode": _plain(base.search_mode),
         "hybrid_alpha": base.hybrid_alpha,
+        "ocr_enabled": base.ocr_enabled,
+        "ocr_languages": base.ocr_languages,
+        "ocr_max_pages": base.ocr_max_pages,
         "created_at": base.created_at,
         "updated_at": base.updated_at,
         "needs_rebuild": base.needs_rebuild,
@@ -166,6 +169,14 @@ def base_status_label(base: KnowledgeBase) -> str:
     return f"failed: {_plain(base.error)} (restore it)"
 
 
+def ocr_label(base: KnowledgeBase) -> str:
+    """The base's own OCR choices; what it leaves to the settings' [ocr] table says so."""
+    enabled = "settings" if base.ocr_enabled is None else ("on" if base.ocr_enabled else "off")
+    languages = base.ocr_languages or "settings"
+    pages = "settings" if base.ocr_max_pages is None else str(base.ocr_max_pages)
+    return f"{enabled}; languages {languages}; pages per file {pages}"
+
+
 def base_lines(base: KnowledgeBase, item_count: int | None, group_name: str | None) -> list[str]:
     rows = [
         ("name", f"{base.emoji} {base.name}"),
@@ -179,6 +190,7 @@ def base_lines(base: KnowledgeBase, item_count: int | None, group_name: str | No
         ("search mode", _plain(base.search_mode) + (f" (alpha {base.hybrid_alpha})" if base.hybrid_alpha is not None else "")),
         ("top-K", str(base.top_k)),
         ("threshold", _dash(base.threshold)),
+        ("OCR", ocr_label(base)),
         ("items", _dash(item_count)),
         ("created", base.created_at),
         ("updated", base.updated_at),

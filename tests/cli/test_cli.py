@@ -173,6 +173,11 @@ def test_base_and_item_workflow(ktui):
     assert "group         Research" in shown and "threshold     0.2" in shown and "🦦 Notes" in shown
     cleared = ktui.json("base", "update", "Notes", "--threshold", "none", "--name", "Renamed")
     assert cleared["threshold"] is None and cleared["name"] == "Renamed"
+    ocr = ktui.json("base", "update", "Renamed", "--ocr", "off", "--ocr-languages", "eng+deu", "--ocr-max-pages", "10")
+    assert (ocr["ocr_enabled"], ocr["ocr_languages"], ocr["ocr_max_pages"]) == (False, "eng+deu", 10)
+    assert "OCR           off; languages eng+deu; pages per file 10" in ktui("base", "show", "Renamed").stdout
+    ocr = ktui.json("base", "update", "Renamed", "--ocr", "default", "--ocr-languages", "none")
+    assert (ocr["ocr_enabled"], ocr["ocr_languages"], ocr["ocr_max_pages"]) == (None, None, 10)
     listed = ktui.json("base", "list")["bases"]
     assert [(b["name"], b["item_count"]) for b in listed] == [("Renamed", 2)]
     assert "Renamed" in ktui("base", "list").stdout
