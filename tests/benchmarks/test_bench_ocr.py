@@ -31,7 +31,7 @@ from ktui.core.models import FileItemData
 from ktui.core.runtime.parse_pool import ParsePool
 from tests.support.ocr_pages import CLEAN, NOISY, render_page, save_image, save_multipage
 
-pytestmark = pytest.mark.benchmark
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]  # OCR on a busy machine is slow
 
 PAGES = int(os.environ.get("KTUI_OCR_BENCH_PAGES", "3"))
 TARGETS = {"clean": 2.0, "noisy": 8.0}

@@ -44,10 +44,11 @@ def test_every_setting_is_documented():
     """A setting added to core/config.py without documentation fails this test."""
     from dataclasses import fields
 
-    from ktui.core.config import _TOP_KEYS, EmbeddingSettings, IngestSettings, ProviderConfig
+    from ktui.core.config import _TOP_KEYS, EmbeddingSettings, IngestSettings, OcrSettings, ProviderConfig
 
     text = (DOCS / "configuration.md").read_text(encoding="utf-8")
     names = set(_TOP_KEYS) | {f.name for f in fields(IngestSettings)} | {f.name for f in fields(EmbeddingSettings)}
     names |= {f.name for f in fields(ProviderConfig)} - {"name"}
+    names |= {f.name for f in fields(OcrSettings)}
     missing = sorted(n for n in names if not re.search(rf"\b{n}\b", text))
     assert missing == []
