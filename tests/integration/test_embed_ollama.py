@@ -78,8 +78,11 @@ async def test_embed_batches_with_truncate(tmp_path, shared):
         out = await svc.embed("ollama::nomic-embed-text:latest", texts, on_progress=lambda d, t: seen.append((d, t)))
         await svc.aclose()
     assert out.shape == (4, DIMS) and out.dtype == np.float32
-    np.testing.assert_allclose(out, deterministic_vectors(texts, DIMS), atol=1e-6)
+    # nomic-embed-text's profile prefixes documents; the server embeds what it is sent
+    sent = ["search_document: " + t for t in texts]
+    np.testing.assert_allclose(out, deterministic_vectors(sent, DIMS), atol=1e-6)
     assert [len(b["input"]) for b in fake.embed_bodies] == [2, 2]
+    assert [t for b in fake.embed_bodies for t in b["input"]] == sent
     assert all(b["truncate"] is True for b in fake.embed_bodies)
     assert sorted(seen) == [(2, 4), (4, 4)]
 
