@@ -514,7 +514,7 @@ def test_reindex_wait_counts_the_files_a_folder_refresh_reads_again(ktui):
         (folder / f"f{i}.txt").write_text(f"file {i} now about volcanoes", encoding="utf-8")
     (folder / "g.txt").write_text("a new file about penguins", encoding="utf-8")
     waited = ktui.json("reindex", "Many", "many", "--wait")["wait"]
-    assert waited == {"total": 5, "completed": 5, "failed": []}  # the folder, 3 changed, 1 new
+    assert waited == {"total": 5, "completed": 5, "unfinished": 0, "paused": None, "failed": []}  # the folder, 3 changed, 1 new
 
 
 @pytest.mark.slow
