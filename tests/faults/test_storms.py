@@ -122,6 +122,7 @@ class StormMachine(RuleBasedStateMachine):
           .filter(str.strip), mode=st.sampled_from(["default", "bm25", "hybrid"]))
     def create_base(self, name: str, mode: str) -> None:
         COUNTS["steps"] += 1
+        name = f"{name} #{next(_serial)}"  # base names are unique ignoring case; the storm needs new ones
         base = self.call(self.ks.create_base(name, dimensions=DIMS, chunk_size=48, chunk_overlap=8,
                                              search_mode=mode), "create_base")
         self.roots[base.id] = set()

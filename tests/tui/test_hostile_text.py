@@ -174,6 +174,9 @@ async def test_hostile_bases_groups_items_and_errors_through_every_screen(settin
             assert shown(h, 30) in text, h
         assert "unsupported" in text.lower() or "✘" in text  # the failed file's error is on its line
 
+        # the tree hears of the failure through batched events: wait for it, not for a time
+        await until(lambda: any(n.data.item.error for n in app.item_tree.nodes_by_id.values()), pilot,
+                    what="the failed file shown")
         # every item dialog on one item of each kind of hostility (all of them would take minutes)
         picks = {HOSTILE[2], FILE_NAMES[0]}
         nodes = [n for n in app.item_tree.nodes_by_id.values() if n.data.item.type.is_leaf
