@@ -4,9 +4,11 @@ See docs/store.md. Public API: StoreManager, BaseStore. Query building and fusio
 live in `ktui.core.search`.
 """
 
-from .base_store import BaseStore, MatrixInfo, VectorShapeError
+from .base_store import BaseStore
+from .connection import VectorShapeError
 from .manager import StoreManager
 from .matrix import Tuning
+from .sidecar import MatrixInfo
 
 __all__ = [
     "BaseStore",

@@ -10,7 +10,7 @@ import pytest
 
 from ktui.core.models import Chunk
 from ktui.core.store import BaseStore
-from ktui.core.store.base_store import SCHEMA_VERSION
+from ktui.core.store.schema import SCHEMA_VERSION
 
 D = 8
 
@@ -108,10 +108,10 @@ def test_a_migration_that_cannot_take_the_write_lock_changes_nothing(tmp_path: P
     holder.execute("BEGIN IMMEDIATE")  # another process is writing
     try:
         con = sqlite3.connect(path, isolation_level=None, timeout=0)
-        from ktui.core.store.base_store import _migrate
+        from ktui.core.store.schema import migrate
 
         with pytest.raises(sqlite3.OperationalError):
-            _migrate(con, path)
+            migrate(con, path)
         con.close()
     finally:
         holder.execute("ROLLBACK")

@@ -1,0 +1,55 @@
+"""Small row-level helpers shared by the store's modules (no state, no I/O of their own)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from ktui.core.models import ChunkRecord
+
+BATCH = 500  # ids per IN (...) query
+
+
+def id_list(values: Iterable[str]) -> Iterable[str]:
+    """A lone string is one id, not an iterable of characters."""
+    return [values] if isinstance(values, str) else values
+
+
+def dump_metadata(metadata: Any) -> str:
+    if metadata is None:
+        return "{}"
+    return json.dumps(dict(metadata), ensure_ascii=False, default=str)
+
+
+def record(row: Sequence[Any]) -> ChunkRecord:
+    cid, item_id, chunk_index, text, metadata = row
+    try:
+        meta = json.loads(metadata) if metadata else {}
+    except ValueError:
+        meta = {}
+    return ChunkRecord(
+        id=cid,
+        item_id=item_id,
+        chunk_index=int(chunk_index),
+        text=text,
+        metadata=meta if isinstance(meta, dict) else {},
+    )
+
+
+def batches(values: Sequence[Any], size: int = BATCH) -> Iterator[list[Any]]:
+    values = list(values)
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+
+def is_corruption(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text

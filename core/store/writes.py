@@ -1,0 +1,162 @@
+"""Chunk writes of a base store: each one transaction, then the matrix follows.
+
+Every write replaces, deletes or removes rows in ONE SQLite transaction that also
+bumps the write generation; only after the commit is the matrix brought in step
+(:meth:`MatrixSidecar._apply`), so a failed transaction leaves rows and matrix as
+they were.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ktui.core.models import Chunk, ChunkRecord
+from ktui.core.search.keyword import index_text
+from ktui.core.storage_faults import rollback_quietly
+
+from .rows import batches, dump_metadata, id_list, record
+from .sidecar import MatrixSidecar
+
+
+class ChunkWrites(MatrixSidecar):
+    """Replacing and deleting chunks (see the module docstring)."""
+
+    def replace_item_chunks(
+        self, item_id: str, chunks: Sequence[Chunk], vectors: np.ndarray
+    ) -> list[str]:
+        """Replace every chunk of ``item_id`` with ``chunks`` in ONE transaction; returns the new chunk ids.
+
+        ``vectors`` must be ``(len(chunks), dimensions)``. On any failure the
+        transaction is rolled back and the item's previous chunks stay intact.
+        """
+        return self.replace_items([(item_id, chunks, vectors)])[0]
+
+    def replace_items(
+        self, entries: Sequence[tuple[str, Sequence[Chunk], np.ndarray]]
+    ) -> list[list[str]]:
+        """Replace the chunks of several items in ONE transaction (a group commit: the
+        runtime writes every item that finished embedding while the previous write
+        ran). Returns each item's new chunk ids; on any failure nothing changes."""
+        rows = []
+        ids: list[list[str]] = []
+        arrays: list[np.ndarray] = []
+        for item_id, chunks, vectors in entries:
+            chunks = list(chunks)
+            arr = self._check_vectors(vectors, len(chunks), what=f"vectors for item {item_id}")
+            arrays.append(arr)
+            item_ids: list[str] = []
+            for index, chunk in enumerate(chunks):
+                text = getattr(chunk, "text", None)
+                if not isinstance(text, str):
+                    raise TypeError(f"chunk {index} of item {item_id} has no text")
+                chunk_id = uuid.uuid4().hex
+                item_ids.append(chunk_id)
+                rows.append(
+                    (
+                        chunk_id,
+                        item_id,
+                        index,
+                        text,
+                        dump_metadata(getattr(chunk, "metadata", None)),
+                        arr[index].tobytes(),
+                        index_text(text),
+                    )
+                )
+            ids.append(item_ids)
+        if not entries:
+            return ids
+        item_list = [e[0] for e in entries]
+        what = f"write chunks of {len(item_list)} items" if len(item_list) > 1 else f"write chunks of item {item_list[0]}"
+        with self._lock, self._sql(what):
+            index_ = self._ensure_index()
+            con = self._con
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                old: list[int] = []
+                for item_id in item_list:
+                    old.extend(r[0] for r in con.execute("SELECT seq FROM chunk WHERE item_id = ?", (item_id,)))
+                    con.execute("DELETE FROM chunk WHERE item_id = ?", (item_id,))
+                first = con.execute("SELECT coalesce(max(seq), 0) FROM chunk").fetchone()[0]
+                con.executemany(
+                    "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                new = [r[0] for r in con.execute("SELECT seq FROM chunk WHERE seq > ? ORDER BY seq", (first,))]
+                generation = self._bump_generation()
+                con.execute("COMMIT")
+            except BaseException:
+                rollback_quietly(con)
+                raise
+            arr = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+            self._apply(index_, old, np.asarray(new, np.int64), arr, generation)
+        return ids
+
+    def delete_items(self, item_ids: Iterable[str]) -> int:
+        """Delete every chunk of these items in one transaction; returns how many were deleted."""
+        wanted = list(dict.fromkeys(id_list(item_ids)))
+        if not wanted:
+            return 0
+        with self._lock, self._sql("delete items"):
+            index_ = self._ensure_index()
+            con = self._con
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                old: list[int] = []
+                for part in batches(wanted):
+                    marks = ",".join("?" * len(part))
+                    old += [
+                        r[0]
+                        for r in con.execute(
+                            f"SELECT seq FROM chunk WHERE item_id IN ({marks})", part
+                        )
+                    ]
+                    con.execute(f"DELETE FROM chunk WHERE item_id IN ({marks})", part)
+                if not old:
+                    con.execute("ROLLBACK")
+                    return 0
+                generation = self._bump_generation()
+                con.execute("COMMIT")
+            except BaseException:
+                rollback_quietly(con)
+                raise
+            self._apply(
+                index_,
+                old,
+                np.empty(0, np.int64),
+                np.empty((0, self.dimensions), np.float32),
+                generation,
+            )
+            return len(old)
+
+    def delete_chunk(self, chunk_id: str) -> ChunkRecord | None:
+        """Delete one chunk; returns what it was, or None when there is no such chunk."""
+        with self._lock, self._sql(f"delete chunk {chunk_id}"):
+            index_ = self._ensure_index()
+            con = self._con
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                row = con.execute(
+                    "SELECT seq, id, item_id, chunk_index, text, metadata FROM chunk WHERE id = ?",
+                    (chunk_id,),
+                ).fetchone()
+                if row is None:
+                    con.execute("ROLLBACK")
+                    return None
+                con.execute("DELETE FROM chunk WHERE seq = ?", (row[0],))
+                generation = self._bump_generation()
+                con.execute("COMMIT")
+            except BaseException:
+                rollback_quietly(con)
+                raise
+            self._apply(
+                index_,
+                [row[0]],
+                np.empty(0, np.int64),
+                np.empty((0, self.dimensions), np.float32),
+                generation,
+            )
+            return record(row[1:])
+
