@@ -62,14 +62,14 @@ async def recover(runtime: KnowledgeRuntimeService) -> list[str]:
                 if item.phase == ItemPhase.PREPARING or unprepared:
                     # `preparing`, not a bare `processing`: that would be reconciled from the
                     # (now absent) children to `completed`, and a second crash would keep it
-                    await runtime._set(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+                    await runtime.set_status(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
                     # vectors before rows: leaves indexed before the crash must not
                     # leave chunks behind that belong to no item
                     leaves = [i.id for i in await runtime.items.leaves_under([item.id]) if i.id != item.id]
                     try:
                         await runtime.delete_vectors(usable[item.base_id], leaves)
                     except StoreError as exc:  # keep the rows; say why it stopped
-                        await runtime._set(item, ItemStatus.FAILED,
+                        await runtime.set_status(item, ItemStatus.FAILED,
                                         error=f"Could not resume after a crash: {describe_error(exc)}")
                         continue
                     await runtime.items.delete_children(item.id)
@@ -79,14 +79,14 @@ async def recover(runtime: KnowledgeRuntimeService) -> list[str]:
                     waiting_containers.append(item)
             else:
                 if item.status != ItemStatus.PROCESSING or item.phase is not None:
-                    await runtime._set(item, ItemStatus.PROCESSING)
+                    await runtime.set_status(item, ItemStatus.PROCESSING)
                 runtime.queue.enqueue(TaskKind.INDEX_LEAF, item.base_id, item.id)
                 requeued.append(item.id)
         except NotFoundError:
             continue  # removed with a folder that is being prepared again
     for container in waiting_containers:
         try:
-            runtime.bus.publish_all([runtime._changed(i) for i in await runtime.items.reconcile(container.id)])
+            runtime.bus.publish_all([runtime.changed_event(i) for i in await runtime.items.reconcile(container.id)])
         except NotFoundError:
             continue
     return requeued

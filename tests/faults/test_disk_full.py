@@ -103,7 +103,7 @@ def test_space_returning_while_ktui_runs_resumes_the_paused_queue(tmp_path, serv
 
     async def scenario(volume: Path) -> None:
         async with open_service(volume / "home", server.url) as ks:
-            ks._runtime.space_probe_interval = 0.05  # noqa: SLF001 - the probe period, not a timing assertion
+            ks._runtime.space.probe_interval = 0.05  # noqa: SLF001 - the probe period, not a timing assertion
             base = await ks.create_base("Big")
             ballast = fill(volume, leave=400_000)
             from ktui.core.models import ItemInput

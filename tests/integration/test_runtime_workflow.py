@@ -519,7 +519,7 @@ async def test_leaves_that_finish_together_share_one_group_commit(tmp_path, serv
         items = await ks.add_items(base.id, [ItemInput("note", {"content": f"note {i} on commits"}) for i in range(5)])
 
         async def all_waiting():
-            writer = ks._runtime._chunk_writes.get(base.id)
+            writer = ks._runtime.indexer.chunk_writes.get(base.id)
             return writer is not None and writer.waiting == 5
 
         await wait_for(all_waiting)

@@ -1,0 +1,168 @@
+"""Preparing a container (a folder or a sitemap), and refreshing a watched folder.
+
+processing/preparing → expand (directory walk / sitemap fetch) → create the children
+(nested directories as directory rows) → enqueue the leaves → phase cleared, so the
+container is reconciled from its children. A folder prepared again (a refresh from
+the watcher, or at open) is brought in line with what is on disk: files gone are
+deleted with their vectors, new ones created, changed ones reindexed (refresh.py
+plans it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from ktui.core.data.item_service import ChildSpec
+from ktui.core.errors import IngestError, KnowledgeError
+from ktui.core.models import (
+    CONTAINER_TYPES,
+    DirectoryItemData,
+    ItemPhase,
+    ItemsAdded,
+    ItemsRemoved,
+    ItemStatus,
+    ItemType,
+    KnowledgeBase,
+    KnowledgeItem,
+    SitemapItemData,
+    UrlItemData,
+)
+from ktui.core.runtime.indexing import ocr_options_for
+from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind
+
+if TYPE_CHECKING:
+    from ktui.core.runtime.service import KnowledgeRuntimeService
+
+log = logging.getLogger(__name__)
+
+
+class ContainerPreparer:
+    """Runs `prepare-root` tasks and folder refreshes for the runtime."""
+
+    def __init__(self, runtime: KnowledgeRuntimeService) -> None:
+        self.runtime = runtime
+        self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
+        self._refreshing: set[str] = set()  # folders whose refresh request is being set up
+
+    async def resume_watches(self) -> None:
+        """Watch every watched folder again, and refresh each once to pick up what changed
+        while ktui was closed."""
+        usable = {b.id for b in await self.runtime.bases.list_all() if b.is_usable}
+        for item in await self.runtime.items.watched_directories():
+            if item.base_id in usable and isinstance(item.data, DirectoryItemData):
+                self.runtime.watcher.watch(item.base_id, item.id, item.data.path)
+                self.request_refresh(item.base_id, item.id)
+
+    def request_refresh(self, base_id: str, item_id: str) -> None:
+        """Queue an incremental refresh of a folder item (the watcher's callback)."""
+        if self.runtime.closed:
+            return
+        if self.runtime.queue.is_active(item_id) or item_id in self._refreshing:
+            self._dirty.add(item_id)
+            return
+        self._refreshing.add(item_id)
+        asyncio.get_running_loop().create_task(self._start_refresh(base_id, item_id))
+
+    async def _start_refresh(self, base_id: str, item_id: str) -> None:
+        try:
+            item = await self.runtime.items.get(item_id)
+            # no interruption: the refresh leaves queued files alone and restarts running ones it must
+            await self.runtime.set_status(item, ItemStatus.PROCESSING)
+            self.runtime.queue.enqueue(TaskKind.PREPARE_ROOT, base_id, item_id)
+        except KnowledgeError:
+            self.runtime.watcher.unwatch(item_id)  # the item is gone
+        except Exception:
+            log.exception("could not start the refresh of %s", item_id)
+        finally:
+            self._refreshing.discard(item_id)
+
+    async def run(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
+        try:
+            return await self.runtime.guarded(
+                task.token, base, item, self._steps(task.token, base, item),
+                verb="preparing", remove_vectors=False,
+            )
+        finally:
+            if item.id in self._dirty:
+                self._dirty.discard(item.id)
+                if not self.runtime.closed and not task.token.interrupted:
+                    self.request_refresh(base.id, item.id)
+
+    async def _steps(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
+        from ktui.core.ingest import expand_sitemap
+
+        token.check()
+        await self.runtime.set_status(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+        if isinstance(item.data, DirectoryItemData):
+            await self._prepare_directory(token, base, item)
+        elif isinstance(item.data, SitemapItemData):
+            urls = await token.run(expand_sitemap(item.data.url, self.runtime.settings.ingest, self.runtime.fetcher))
+            token.check()
+            specs = [ChildSpec(ItemType.URL, UrlItemData(url=u, source=u)) for u in urls]
+            await self._create_children(base, item.id, specs)
+        else:  # pragma: no cover - only containers are prepared
+            raise IngestError(f"{item.type} items are not containers")
+        await self.runtime.set_status(item, ItemStatus.PROCESSING)  # phase cleared: reconciled from the children
+
+    async def _prepare_directory(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
+        """Walk the folder and bring the children in line with it (all new the first time)."""
+        from ktui.core.ingest import expand_directory
+        from ktui.core.ingest.pipeline import chunking_signature
+        from ktui.core.runtime.refresh import plan_refresh
+
+        existing = await self.runtime.items.descendants([item.id])
+        assert isinstance(item.data, DirectoryItemData)
+        try:
+            listing = await expand_directory(
+                item.data.path, self.runtime.settings.ingest, images=ocr_options_for(self.runtime.settings, base).enabled
+            )
+        except IngestError:
+            # the folder vanished or holds nothing indexable: none of its old files may stay searchable
+            if existing:
+                token.check()
+                await self._remove_children(base, existing, [c for c in existing if c.group_id == item.id])
+            if not os.path.isdir(item.data.path):
+                self.runtime.watcher.unwatch(item.id)
+            raise
+        token.check()
+        signature = chunking_signature(base.chunk_size, base.chunk_overlap)
+        queued = frozenset(c.id for c in existing if self.runtime.queue.is_pending(c.id))
+        plan = await asyncio.to_thread(plan_refresh, item, listing, existing, signature, queued=queued)
+        token.check()
+        if plan.delete:
+            below = {c.id for c in await self.runtime.items.descendants([d.id for d in plan.delete])}
+            doomed = [c for c in existing if c.id in below] + plan.delete
+            await self._remove_children(base, doomed, plan.delete)
+        for child, data in plan.touch:
+            await self.runtime.items.update_data(child.id, data)
+        for parent_id, specs in plan.create.items():
+            await self._create_children(base, parent_id, specs)
+        if plan.reindex:
+            ids = [c.id for c in plan.reindex]
+            # a leaf being read right now may have read the old content: start it again
+            await self.runtime.interrupt_and_wait([i for i in ids if self.runtime.queue.is_running(i)], InterruptReason.REINDEX)
+            self.runtime.publish_changes(await self.runtime.items.set_status_many(ids, ItemStatus.PROCESSING))
+            self.runtime.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, ids)
+
+    async def _create_children(self, base: KnowledgeBase, parent_id: str, specs: list[ChildSpec]) -> None:
+        created = await self.runtime.items.create_children(base.id, parent_id, specs)
+        by_parent: dict[str | None, list[str]] = {}
+        for child in created:
+            by_parent.setdefault(child.group_id, []).append(child.id)
+        for parent, ids in by_parent.items():
+            self.runtime.bus.publish(ItemsAdded(base.id, tuple(ids), parent))
+        self.runtime.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, [c.id for c in created if c.type not in CONTAINER_TYPES])
+
+    async def _remove_children(
+        self, base: KnowledgeBase, doomed: list[KnowledgeItem], tops: list[KnowledgeItem]
+    ) -> None:
+        """Delete children with their vectors: interrupt, vectors first, then the rows."""
+        ids = [c.id for c in doomed]
+        await self.runtime.interrupt_and_wait(ids, InterruptReason.DELETE)
+        await self.runtime.delete_vectors(base, [c.id for c in doomed if c.type not in CONTAINER_TYPES])
+        changed = await self.runtime.items.delete([t.id for t in tops])
+        self.runtime.bus.publish(ItemsRemoved(base.id, tuple(ids)))
+        self.runtime.publish_changes(changed)
