@@ -86,13 +86,14 @@ class LeafIndexer:
         recorded = None
         if isinstance(item.data, FileItemData):
             # fingerprint, read, parse and chunk in one worker call, unless it was read ahead
-            parsed: Parsed | None = await token.run(self.runtime.read_ahead.take(item, base))
-
             def ocr_progress(done: int, total: int) -> None:
                 self.runtime.bus.publish(ItemChanged(
                     base.id, item.id, ItemStatus.PROCESSING, ItemPhase.READING, None,
                     done / total if total else None, (done, total),
                 ))
+
+            # a read ahead hands over its OCR progress from here on
+            parsed: Parsed | None = await token.run(self.runtime.read_ahead.take(item, base, on_progress=ocr_progress))
 
             if parsed is None:
                 fresh: Parsed = await token.run(self.runtime.parse_pool.run(

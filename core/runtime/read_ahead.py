@@ -28,6 +28,10 @@ that later indexes the file finds its vectors in the cache, or joins the
 request still in flight. Content-keyed, so a file that changed meanwhile only
 leaves an unused cache entry behind.
 
+OCR progress: a scan read ahead reports its pages as they are recognised; the
+report is kept with the read and passed on only once the item's own task takes
+it (`take(..., on_progress=)`), so a queued item never looks as if it ran.
+
 Read-ahead never changes an item's status, and it only runs with worker processes
 (`ingest.parse_workers` >= 1), whose time it would otherwise waste. The stat calls
 run on the event loop: they are microseconds on a file that was just read.
@@ -59,6 +63,29 @@ Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 EmbedAhead = Callable[[KnowledgeBase, list[str]], Awaitable[None]]
 
 
+ProgressFn = Callable[[int, int], None]
+
+
+class _PageProgress:
+    """The last (done, total) a read ahead reported, and who hears it once the item runs."""
+
+    __slots__ = ("last", "listener")
+
+    def __init__(self) -> None:
+        self.last: tuple[int, int] | None = None
+        self.listener: ProgressFn | None = None
+
+    def report(self, done: int, total: int) -> None:
+        self.last = (done, total)
+        if self.listener is not None:
+            self.listener(done, total)
+
+    def listen(self, listener: ProgressFn | None) -> None:
+        self.listener = listener
+        if listener is not None and self.last is not None:
+            listener(*self.last)
+
+
 @dataclass(frozen=True)
 class _Ahead:
     path: str
@@ -67,6 +94,7 @@ class _Ahead:
     stamp: Stamp  # the file just before it was read
     ocr: OcrOptions | None  # what OCR the read was allowed
     task: asyncio.Task[Parsed]
+    progress: _PageProgress
 
 
 class ReadAhead:
@@ -137,11 +165,14 @@ class ReadAhead:
             if stamp is None:
                 continue  # gone or unreadable: the task reports it
             ocr = self.ocr_for(base)
+            progress = _PageProgress()
             task = self._spawn(self.parse_pool.run(
                 item.source, "read_and_chunk_file", read_and_chunk_file,
                 item.data, item.id, self.settings, base.chunk_size, base.chunk_overlap, ocr,
+                on_progress=progress.report if ocr is not None and ocr.enabled else None,
             ))
-            self._ahead[item.id] = _Ahead(item.data.path, base.chunk_size, base.chunk_overlap, stamp, ocr, task)
+            self._ahead[item.id] = _Ahead(item.data.path, base.chunk_size, base.chunk_overlap, stamp, ocr, task,
+                                          progress)
             reads.append(task)
         if reads and self.embed_ahead is not None:
             self._spawn(self._embed_when_read(base, reads))
@@ -154,8 +185,10 @@ class ReadAhead:
         if texts and not self._closed:  # failed reads are left to their tasks to report
             await self.embed_ahead(base, texts)
 
-    async def take(self, item: KnowledgeItem, base: KnowledgeBase) -> Parsed | None:
-        """The chunks read ahead for `item`, or None when there are none it may use."""
+    async def take(self, item: KnowledgeItem, base: KnowledgeBase,
+                   on_progress: ProgressFn | None = None) -> Parsed | None:
+        """The chunks read ahead for `item`, or None when there are none it may use.
+        `on_progress` hears the read's OCR progress from now on (the last report at once)."""
         ahead = self._ahead.pop(item.id, None)
         if ahead is None or not isinstance(item.data, FileItemData):
             return None
@@ -163,6 +196,7 @@ class ReadAhead:
             return None
         if ahead.ocr != self.ocr_for(base):
             return None  # the base's OCR settings changed since
+        ahead.progress.listen(on_progress)
         try:
             chunks, recorded = await asyncio.shield(ahead.task)  # the read goes on if this task is cancelled
         except asyncio.CancelledError:
@@ -175,6 +209,8 @@ class ReadAhead:
             return None
         except Exception:
             return None
+        finally:
+            ahead.progress.listen(None)  # a read that goes on after this task is nobody's news
         unchanged = _stamp(ahead.path) == ahead.stamp and (recorded.size, recorded.mtime_ns) == ahead.stamp[:2]
         if not unchanged:
             self.stale += 1

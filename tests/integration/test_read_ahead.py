@@ -142,3 +142,51 @@ async def test_closing_calls_off_read_aheads_and_leaves_no_parse_worker_behind(t
         await wait_for(lambda: bool(ks._runtime.read_ahead._ahead))
         lock.release()  # close while read-aheads are pending
     assert started and all(p.returncode is not None for p in started)  # every worker ended with the service
+
+
+@pytest.mark.slow
+async def test_a_scan_read_ahead_counts_its_pages_only_once_its_task_runs(tmp_path, server):
+    """OCR progress of a read-ahead is held back while the item is queued, and handed to
+    its task when the task takes the read: the item never looks as if it ran early."""
+    from ktui.core.config import OcrSettings
+    from ktui.core.models import ItemChanged
+    from tests.support.ocr_gate import GatedTesseract
+    from tests.support.ocr_pages import PageSpec, page_text, render_lines, save_multipage
+
+    root = write_files(tmp_path / "corpus", {"a.md": "typed notes come first\n"})
+    pages = [render_lines(page_text(seed, lines=3, words_per_line=6), PageSpec(height=360)) for seed in (41, 42, 43)]
+    save_multipage([p.image for p in pages], root / "b.tiff")
+    tesseract = GatedTesseract(tmp_path / "bin", hold=2)
+    ocr = OcrSettings(tesseract=str(tesseract.command))
+    async with open_service(tmp_path / "data", server.url, concurrency=1, ocr=ocr) as ks:
+        base = await ks.create_base("Ahead OCR")
+        runtime = ks._runtime
+        seen: list[ItemChanged] = []
+
+        async def listen() -> None:
+            async for event in ks.subscribe():
+                if isinstance(event, ItemChanged) and event.ocr_pages is not None:
+                    seen.append(event)
+
+        listener = asyncio.create_task(listen())
+        lock = runtime.lock(base.id)
+        await lock.acquire()  # a.md stops at its write; b.tiff waits in the queue, read ahead
+        try:
+            await ks.add_items(base.id, [ItemInput("directory", {"path": str(root)})])
+            await wait_for(lambda: tesseract.counter.exists() and tesseract.counter.read_text().strip() == "2")
+            scan = (await leaves_by_path(ks, base.id))[str(root / "b.tiff")]
+            assert scan.id in runtime.read_ahead._ahead and scan.phase is None  # queued, not reading
+            assert seen == []  # page 1 is recognised, but the item is still queued: nobody hears of it
+            lock.release()
+            await wait_for(lambda: any(e.item_id == scan.id for e in seen))
+            assert seen[0].status == ItemStatus.PROCESSING and seen[0].ocr_pages == (1, 3)
+        finally:
+            if lock.locked():
+                lock.release()
+            await tesseract.release()
+        assert await ks.wait_idle(timeout=120)
+        listener.cancel()
+        done = await ks.get_item(scan.id)
+    assert done.status == ItemStatus.COMPLETED and done.data.ocr["pages"] == "1-3"
+    assert runtime.read_ahead.used == 1
+    assert [e.ocr_pages for e in seen][-1] == (3, 3) and all(e.item_id == scan.id for e in seen)
