@@ -181,6 +181,11 @@ class ItemInput:
 # by the service: the absolute path of a file/directory or the URL.
 
 
+OCR_LOW_CONFIDENCE = 70.0
+"""A recognised page whose words average a confidence (0-100) below this is listed in the
+item's `ocr.low_confidence_pages`: worth checking by eye."""
+
+
 @dataclass(frozen=True, slots=True)
 class FileItemData:
     path: str

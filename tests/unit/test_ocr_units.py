@@ -60,9 +60,11 @@ def test_compact_pages_lists_every_page_once_in_order(pages):
 
 def test_report_summary_is_absent_without_ocr_and_says_what_was_skipped():
     assert OcrReport().summary() is None
-    report = OcrReport(engine="tesseract 5", pages=[1, 2, 3, 7], confidences=[90.0, 80.0], cached=2,
-                       skipped=[9], skipped_reason="OCR is off")
-    assert report.summary() == {"pages": "1-3, 7", "page_count": 4, "engine": "tesseract 5", "confidence": 85.0,
+    report = OcrReport(engine="tesseract 5", cached=2, skipped=[9], skipped_reason="OCR is off")
+    for page, confidence in ((1, 90.0), (2, None), (3, 80.0), (7, 40.0), (8, 69.9)):
+        report.add(page, confidence)
+    assert report.summary() == {"pages": "1-3, 7-8", "page_count": 5, "engine": "tesseract 5", "confidence": 70.0,
+                                "low_confidence_pages": "7-8", "blank_pages": "2",
                                 "cached_pages": 2, "skipped_pages": "9", "skipped_reason": "OCR is off"}
 
 

@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ktui.core.models import OCR_LOW_CONFIDENCE
+
 if TYPE_CHECKING:
     from ktui.core.config import Settings
     from ktui.core.models import KnowledgeBase
 
 CACHE_FILENAME = "ocr-cache.sqlite"
+LOW_CONFIDENCE = OCR_LOW_CONFIDENCE  # a page whose words average below this is worth checking by eye
 
 ProgressFn = Callable[[int, int], None]
 """progress(pages done, pages to do) while pages are recognised."""
@@ -79,9 +82,22 @@ class OcrReport:
     cached: int = 0  # pages answered from the cache
     skipped: list[int] = field(default_factory=list)  # pages that needed OCR and did not get it
     skipped_reason: str | None = None
+    low: list[int] = field(default_factory=list)  # recognised with a mean confidence under LOW_CONFIDENCE
+    blank: list[int] = field(default_factory=list)  # recognised, and no word was found
+
+    def add(self, page: int, confidence: float | None) -> None:
+        """One recognised page and its words' mean confidence (None: no word found)."""
+        self.pages.append(page)
+        if confidence is None:
+            self.blank.append(page)
+            return
+        self.confidences.append(confidence)
+        if confidence < LOW_CONFIDENCE:
+            self.low.append(page)
 
     def summary(self) -> dict[str, Any] | None:
-        """The item payload's `ocr` field, or None when OCR played no part."""
+        """The item payload's `ocr` field, or None when OCR played no part. Page lists are
+        compact ranges ("1-3, 7"): short for a long scan whose pages run in order."""
         if not self.pages and not self.skipped:
             return None
         out: dict[str, Any] = {"pages": compact_pages(self.pages), "page_count": len(self.pages)}
@@ -89,6 +105,10 @@ class OcrReport:
             out["engine"] = self.engine
         if self.confidences:
             out["confidence"] = round(sum(self.confidences) / len(self.confidences), 1)
+        if self.low:
+            out["low_confidence_pages"] = compact_pages(self.low)
+        if self.blank:
+            out["blank_pages"] = compact_pages(self.blank)
         if self.cached:
             out["cached_pages"] = self.cached
         if self.skipped:

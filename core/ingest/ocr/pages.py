@@ -90,9 +90,7 @@ def recognise_pages(ctx: OcrContext, pages: Sequence[tuple[int, PageLoader]], la
             if cache is not None and key is not None:
                 cache.put(key, found)
         out[number] = found
-        ctx.report.pages.append(number)
-        if found.confidence is not None:
-            ctx.report.confidences.append(found.confidence)
+        ctx.report.add(number, found.confidence)
         if ctx.progress is not None:
             ctx.progress(done, total)
     return out
