@@ -34,6 +34,7 @@ from ktui.tui.cli_render import (
     dump_line,
     group_json,
     item_json,
+    item_lines,
     item_rows,
     model_json,
     search_json,
@@ -460,6 +461,21 @@ async def cmd_items(settings: Settings, args: argparse.Namespace) -> int:
             table(item_rows(ordered, depth), ["ID", "TYPE", "NAME", "STATUS"])
             if not base.is_usable:
                 err(f"{base.name} has no usable embedding model: restore it (`ktui base restore {base.id} --model ...`)")
+    return EXIT_OK
+
+
+async def cmd_item(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings, read_only=True) as ks:
+        base = await ks.resolve_base(args.base)
+        item = await ks.resolve_item(base.id, args.item)
+        chunks = None
+        if item.type.is_leaf and base.is_usable:  # a failed base has no vector store
+            chunks = len(await ks.list_item_chunks(base.id, item.id))
+    if args.json:
+        dump({**item_json(item), "chunk_count": chunks})
+    else:
+        for line in item_lines(item, chunks):
+            say(line)
     return EXIT_OK
 
 

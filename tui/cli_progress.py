@@ -8,7 +8,8 @@ most `REDRAW_SECONDS` apart, on an injected clock so tests need no real time.
 What is followed: the items we queued, every child a container adds below them
 (`ItemsAdded`), and those of the children that already existed below a followed
 folder (one query at the start) that change while we wait: a refresh reads only
-the changed files again, and only those count. On a terminal
+the changed files again, and only those count. While OCR reads scans, the
+line also counts their pages (`OCR 3/12 pages`). On a terminal
 (stderr is a tty) one line is redrawn in place: a bar, items done / total,
 chunks, the rate and an ETA. Otherwise (logs, CI, pipes) a summary line is
 printed at most every `PLAIN_SECONDS`. Failures are printed as they happen,
@@ -108,6 +109,29 @@ class Tally:
                 self.failed_ids.pop(item_id, None)
 
 
+class PageCounter:
+    """OCR pages of the files being recognised right now, summed with running totals (O(1)
+    per event): a file's count is replaced by its next report and dropped when it moves on."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, tuple[int, int]] = {}
+        self.done = 0
+        self.total = 0
+
+    def set(self, item_id: str, pages: tuple[int, int] | None) -> None:
+        old = self.pages.pop(item_id, None)
+        if old is not None:
+            self.done -= old[0]
+            self.total -= old[1]
+        if pages is not None:
+            self.pages[item_id] = pages
+            self.done += pages[0]
+            self.total += pages[1]
+
+    def figures(self) -> tuple[int, int] | None:
+        return (self.done, self.total) if self.pages else None
+
+
 class RateMeter:
     """Items per second over the last `window` seconds (samples are taken at redraws, so
     the window holds at most a few hundred of them)."""
@@ -136,6 +160,7 @@ class Figures:
     chunks: int
     rate: float | None  # items per second, None until measurable
     elapsed: float
+    ocr_pages: tuple[int, int] | None = None  # pages recognised / to recognise in the files OCR is reading
 
     @property
     def eta(self) -> float | None:
@@ -155,8 +180,10 @@ def duration(seconds: float) -> str:
 
 
 def describe(f: Figures) -> str:
-    """`1,234/20,001 items · 5,678 chunks · 123 items/s · ETA 2m41s · 3 failed`."""
+    """`1,234/20,001 items · 5,678 chunks · OCR 3/12 pages · 123 items/s · ETA 2m41s · 3 failed`."""
     parts = [f"{f.done:,}/{f.total:,} items", f"{f.chunks:,} chunks"]
+    if f.ocr_pages is not None:
+        parts.append(f"OCR {f.ocr_pages[0]:,}/{f.ocr_pages[1]:,} pages")
     if f.rate is not None:
         parts.append(f"{f.rate:,.0f} items/s" if f.rate >= 10 else f"{f.rate:.1f} items/s")
     eta = f.eta
@@ -231,6 +258,7 @@ class Follower:
         self._chunks_at_start = stats.chunks
         self.chunks = 0
         self._newly_failed: list[str] = []
+        self.ocr = PageCounter()
         self.below: set[str] = set()  # items that existed below a followed folder: counted once they change
 
     def apply(self, event: Any) -> None:
@@ -240,6 +268,8 @@ class Follower:
                 tally.track(event.item_id, ItemStatus.PROCESSING)
             if event.item_id in tally and tally.set(event.item_id, event.status):
                 self._newly_failed.append(event.item_id)
+            if event.item_id in tally:
+                self.ocr.set(event.item_id, event.ocr_pages if event.status == ItemStatus.PROCESSING else None)
         elif isinstance(event, ItemsAdded):
             if event.group_id in tally:
                 for item_id in event.item_ids:
@@ -247,6 +277,7 @@ class Follower:
         elif isinstance(event, ItemsRemoved):
             for item_id in event.item_ids:
                 tally.remove(item_id)
+                self.ocr.set(item_id, None)
         elif isinstance(event, QueueStats):
             self.chunks = max(0, event.chunks - self._chunks_at_start)
 
@@ -266,7 +297,8 @@ class Follower:
     def figures(self) -> Figures:
         now = self.progress.clock()
         t = self.tally
-        return Figures(t.done, t.total, t.failed, self.chunks, self.rate.sample(now, t.done), now - self.started)
+        return Figures(t.done, t.total, t.failed, self.chunks, self.rate.sample(now, t.done), now - self.started,
+                       self.ocr.figures())
 
     def show(self, *, force: bool = False) -> None:
         if force or self.progress.due():

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from ktui.core.models import (
     ChunkRecord,
     EmbeddingModelInfo,
+    FileItemData,
     KnowledgeBase,
     KnowledgeGroup,
     KnowledgeItem,
@@ -23,6 +24,7 @@ from ktui.core.models import (
     SearchResponse,
 )
 from ktui.tui.cli_text import printable
+from ktui.tui.ocr_summary import ocr_rows
 
 
 class UsageError(Exception):
@@ -204,6 +206,29 @@ def item_status_label(item: KnowledgeItem) -> str:
     if item.phase is not None:
         return f"{status}/{_plain(item.phase)}"
     return status
+
+
+def item_lines(item: KnowledgeItem, chunk_count: int | None) -> list[str]:
+    """`ktui item`: one item's facts, label and value a line, including how OCR read it."""
+    data = item.data
+    rows = [
+        ("name", item.display_name),
+        ("id", item.id),
+        ("type", _plain(item.type)),
+        ("source", item.source),
+        ("status", item_status_label(item)),
+    ]
+    if item.error:
+        rows.append(("error", item.error))
+    if item.type.is_leaf:
+        rows.append(("chunks", _dash(chunk_count)))
+    if isinstance(data, FileItemData):
+        if data.size is not None:
+            rows.append(("size", f"{data.size:,} bytes"))
+        rows.extend((label.lower() if label == "OCR" else label, value) for label, value in ocr_rows(data.ocr))
+    rows += [("added", item.created_at), ("updated", item.updated_at)]
+    width = max(len(k) for k, _ in rows)
+    return [f"{k.ljust(width)}  {printable(str(v))}" for k, v in rows]
 
 
 def item_rows(items: Iterable[KnowledgeItem], depth: dict[str, int] | None = None) -> list[list[str]]:

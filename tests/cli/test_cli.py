@@ -547,3 +547,39 @@ def test_search_several_bases_with_filters_and_relevance(ktui):
     assert ktui.json("search", "Zoo", "stripes", "--after", "2999-01-01")["results"] == []
     assert "modified_after" in one_error_line(ktui("search", "Zoo", "x", "--after", "soon", rc=1).stderr)
     assert "with --all, give only the query" in ktui("search", "--all", "Zoo", "x", rc=2).stderr
+
+
+@pytest.mark.slow
+def test_scans_are_found_and_ktui_item_says_what_ocr_read(ktui):
+    """A real folder of scans through the real worker and Tesseract; then the same with
+    a PATH that has no Tesseract: the images fail saying so, nothing is left running."""
+    from tests.support.ocr_pages import PageSpec, page_text, render_lines, save_image, save_multipage
+
+    folder = ktui.work / "scans [2024]"
+    folder.mkdir()
+    pages = [render_lines(page_text(seed, lines=3, words_per_line=6), PageSpec(height=360)) for seed in (31, 32)]
+    save_multipage([p.image for p in pages], folder / "fax.tiff")
+    receipt = render_lines(page_text(33, lines=3, words_per_line=6), PageSpec(height=360))
+    save_image(receipt.image, folder / "receipt 🧾.png")
+    ktui("base", "create", "Scans")
+    ktui("add", "Scans", str(folder), "--wait")
+    for text, name in ((pages[1].text, "fax.tiff"), (receipt.text, "receipt 🧾.png")):
+        phrase = " ".join(w.strip(".,;:") for w in text.splitlines()[1].split()[1:4])
+        hits = ktui.json("search", "Scans", f'"{phrase}"', "--mode", "bm25")["results"]
+        assert hits and Path(hits[0]["source"]).name == name, (phrase, hits)
+
+    shown = ktui("item", "Scans", "fax.tiff").stdout
+    detail = ktui.json("item", "Scans", "fax.tiff")
+    ocr = detail["data"]["ocr"]
+    assert ocr["pages"] == "1-2" and ocr["page_count"] == 2 and ocr["engine"].startswith("tesseract")
+    assert detail["status"] == "completed" and detail["chunk_count"] >= 2
+    assert f"ocr      pages 1-2 (2 pages), mean confidence {ocr['confidence']:g} % ({ocr['engine']})" in shown
+    assert "status   completed" in shown
+
+    no_tesseract = ktui.env(PATH=str(Path(sys.executable).parent))
+    ktui("base", "create", "Elsewhere")
+    waited = ktui("add", "Elsewhere", str(folder / "receipt 🧾.png"), "--wait", "--json", rc=1, env=no_tesseract)
+    [failed] = json.loads(waited.stdout)["wait"]["failed"]
+    assert "OCR needs Tesseract, which is not installed" in failed["error"] and "apt install tesseract-ocr" in failed["error"]
+    assert "OCR needs Tesseract" in ktui("item", "Elsewhere", "receipt 🧾.png").stdout
+    assert "nothing to do" in ktui("wait", "Elsewhere").stderr  # nothing left stuck in the queue

@@ -3,17 +3,21 @@ on a real service (a real folder, a real embedding server on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ktui.core.config import OcrSettings
 from ktui.core.models import ItemInput, ItemStatus
 from ktui.tui.cli_progress import (
     PLAIN_SECONDS,
     REDRAW_SECONDS,
     Figures,
+    PageCounter,
     Progress,
     Tally,
     describe,
@@ -21,6 +25,8 @@ from ktui.tui.cli_progress import (
     follow,
 )
 from tests.support.embedding_server import embedding_server_fixture
+from tests.support.ocr_gate import GatedTesseract
+from tests.support.ocr_pages import PageSpec, page_text, render_lines, save_multipage
 from tests.support.services import open_service, write_files
 
 server = embedding_server_fixture(16)
@@ -151,3 +157,55 @@ async def test_follow_counts_a_folder_without_looking_items_up(tmp_path, server)
         sub.close()
         assert (outcome.total, outcome.completed, outcome.failed) == (4, 4, [])
         assert ks.lookups == 4  # no lookups for the refresh
+
+
+@given(st.lists(st.tuples(st.integers(0, 4), st.none() | st.tuples(st.integers(0, 50), st.integers(1, 50))),
+                max_size=60))
+def test_ocr_page_counter_always_matches_a_recount(reports):
+    counter = PageCounter()
+    latest: dict[str, tuple[int, int]] = {}
+    for n, pages in reports:
+        counter.set(f"i{n}", pages)
+        if pages is None:
+            latest.pop(f"i{n}", None)
+        else:
+            latest[f"i{n}"] = pages
+        expected = (sum(d for d, _ in latest.values()), sum(t for _, t in latest.values())) if latest else None
+        assert counter.figures() == expected
+
+
+def test_the_line_counts_ocr_pages_while_scans_are_read():
+    line = describe(Figures(done=1, total=4, failed=0, chunks=3, rate=None, elapsed=1.0, ocr_pages=(7, 12)))
+    assert line == "1/4 items · 3 chunks · OCR 7/12 pages"
+
+
+class TickingClock(FakeClock):
+    """Each reading is one summary interval later: every pass of `follow` prints a line."""
+
+    def __call__(self) -> float:
+        self.now += PLAIN_SECONDS
+        return self.now
+
+
+@pytest.mark.slow
+async def test_add_wait_counts_the_pages_of_a_scan_while_ocr_reads_it(tmp_path, server):
+    pages = [render_lines(page_text(seed, lines=3, words_per_line=6), PageSpec(height=360)) for seed in (1, 2, 3)]
+    scan = save_multipage([p.image for p in pages], tmp_path / "fax.tiff")
+    tesseract = GatedTesseract(tmp_path / "bin", hold=2)  # page 2 waits until we have seen page 1 counted
+    async with open_service(tmp_path / "data", server.url, ocr=OcrSettings(tesseract=str(tesseract.command))) as ks:
+        base = await ks.create_base("Scans")
+        sub = ks.subscribe()
+        roots = await ks.add_items(base.id, [ItemInput("file", {"path": str(scan)})])
+        out = io.StringIO()
+        following = asyncio.ensure_future(follow(ks, sub, roots, Progress(out, tty=False, clock=TickingClock())))
+        try:
+            while "OCR 1/3 pages" not in out.getvalue():
+                assert not following.done(), out.getvalue()
+                await asyncio.sleep(0.02)
+        finally:
+            await tesseract.release()
+        outcome = await following
+        sub.close()
+    assert outcome.ok and outcome.completed == 1
+    assert "progress: 0/1 items · 0 chunks · OCR 1/3 pages" in out.getvalue()
+    assert "OCR 4/" not in out.getvalue()  # never more pages than the file has
