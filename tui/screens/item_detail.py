@@ -1,5 +1,6 @@
 """Everything about one item: source, type, status, phase, the whole error, chunks, size,
-times, watch state, and for a folder or sitemap how many children are in which state.
+which pages OCR recognised and how confidently, times, watch state, and for a folder or
+sitemap how many children are in which state.
 
 Opened with Enter on a leaf in the tree, `i` on any item, or Enter in the
 similar-items list. A failed item offers reindex (`r`, or the button). The facts
@@ -24,6 +25,7 @@ from ktui.core.models import FileItemData, ItemStatus, KnowledgeItem, NoteItemDa
 from ktui.core.service import KnowledgeService
 from ktui.tui.keymap import widget_bindings
 from ktui.tui.messages import ItemDetailLoaded, ReindexQueued
+from ktui.tui.ocr_summary import ocr_rows
 from ktui.tui.screens.common import Dialog
 from ktui.tui.text import clean, literal, shorten
 from ktui.tui.widgets.item_labels import STATUS_WORDS, TYPE_ICONS
@@ -107,6 +109,9 @@ def facts_text(facts: ItemFacts) -> Text:
             row("Text indexed", f"{facts.text_chars:,} characters")
     if facts.size_bytes is not None:
         row("Size", human_bytes(facts.size_bytes))
+    if isinstance(item.data, FileItemData):
+        for label, value in ocr_rows(item.data.ocr):  # which pages OCR read, how confidently
+            row(label, value, "yellow" if label.strip() in ("low confidence", "not recognised") else "")
     if item.type.is_container:
         total = f"{facts.children_total:,}" + (" (counted the first 20,000)" if facts.children_capped else "")
         row("Children", total)

@@ -49,6 +49,7 @@ class ItemNode:
     phase: ItemPhase | None
     error: str | None
     progress: float | None = None
+    ocr_pages: tuple[int, int] | None = None  # (recognised, to recognise) while OCR reads the file
     loaded: bool = False  # children requested (containers)
     watch: bool = False
     notice: str | None = None  # a service error about this item (e.g. a refused reindex)
@@ -85,6 +86,9 @@ def node_label(node: ItemNode) -> Text:
         t.append(f"  {node.phase.value if node.phase else 'processing'}", "yellow")
         if node.progress is not None and node.phase == ItemPhase.EMBEDDING:
             t.append(f" {node.progress * 100:3.0f}%", "bold yellow")
+        elif node.ocr_pages is not None and node.phase == ItemPhase.READING:
+            done, total = node.ocr_pages
+            t.append(f"  OCR {done:,}/{total:,} page{'s' if total != 1 else ''}", "bold yellow")
     elif node.status == ItemStatus.FAILED:
         t.append("  " + short_error(node.item, node.error), "red")
     elif node.status == ItemStatus.IDLE:

@@ -206,6 +206,7 @@ class ItemTree(Tree[ItemNode]):
             data.status, data.phase, data.error = ev.status, ev.phase, ev.error
             data.notice = None
             data.progress = ev.progress if ev.status == ItemStatus.PROCESSING else None
+            data.ocr_pages = ev.ocr_pages if ev.status == ItemStatus.PROCESSING else None
             node.set_label(node_label(data))
 
     def remove_items(self, item_ids: tuple[str, ...] | list[str]) -> None:
