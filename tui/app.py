@@ -135,9 +135,14 @@ class KtuiApp(App[int]):
         start_dir: Path | None = None,
         refresh_hz: float = REFRESH_HZ,
         settings_file: Path | None = None,
+        stop_on_signals: bool = False,
     ) -> None:
-        """`settings_file`: where a theme the user picks is saved (None: not saved, e.g. in tests)."""
+        """`settings_file`: where a theme the user picks is saved (None: not saved, e.g. in tests).
+        `stop_on_signals`: SIGTERM and SIGHUP quit the app like `q` does (set by the real
+        launcher only: in tests the process's signals belong to pytest)."""
         super().__init__()
+        self.stop_on_signals = stop_on_signals
+        self.stopped_by_signal: str | None = None
         self.settings_file = settings_file
         self.settings = settings
         self._service = service
@@ -213,6 +218,8 @@ class KtuiApp(App[int]):
         return self.query_one(SearchPane)
 
     async def on_mount(self) -> None:
+        if self.stop_on_signals:
+            self._stop_on_signals()
         if self.settings.theme:
             if self.settings.theme in self.available_themes:
                 self.theme = self.settings.theme
@@ -238,6 +245,24 @@ class KtuiApp(App[int]):
             self.call_service("Preparing the demo", ensure_demo(self.ks, Path(self.settings.data_dir)), DemoReady)
         else:
             self.reload_bases()
+
+    def _stop_on_signals(self) -> None:
+        """SIGTERM (`kill`, systemd, a closing multiplexer) and SIGHUP (the terminal went
+        away) leave through the same path as `q`: the terminal is restored, the
+        facade closes, unfinished items resume at the next start. By default they
+        would end the process in raw mode on the alternate screen."""
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for sig, code in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):
+            try:
+                loop.add_signal_handler(sig, self._stop_by_signal, sig.name, code)
+            except (NotImplementedError, RuntimeError):  # not on this platform
+                return
+
+    def _stop_by_signal(self, name: str, code: int) -> None:
+        self.stopped_by_signal = name
+        self.exit(return_code=code)
 
     async def on_unmount(self) -> None:
         if self._subscription is not None:

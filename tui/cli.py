@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from ktui.tui.cli_render import UsageError
@@ -260,6 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"{PROG}: terminated; unfinished work resumes at the next start", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
@@ -326,7 +329,49 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     handler = getattr(cli_commands, f"cmd_{name}")
     import asyncio
 
-    return asyncio.run(handler(settings, args))
+    return asyncio.run(_stop_on_sigterm(handler(settings, args)))
+
+
+class Terminated(Exception):
+    """SIGTERM arrived: the command was cancelled like Ctrl+C cancels it."""
+
+
+async def _stop_on_sigterm(command: Coroutine[Any, Any, int]) -> int:
+    """Run `command`, cancelling it on SIGTERM exactly as asyncio cancels it on SIGINT.
+
+    Without this, SIGTERM (systemd, `kill`, a closing multiplexer) ends the process
+    on the spot: no `finally` runs, parse workers are left to notice on their own
+    and the store is closed by the OS. Cancelled, the facade closes as it does on
+    Ctrl+C and unfinished items resume at the next start. A command that wants
+    SIGTERM itself (`ktui watch`) installs its own handler over this one.
+    """
+    import asyncio
+    import signal
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    terminated: list[bool] = []
+
+    def on_sigterm() -> None:
+        terminated.append(True)
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, RuntimeError):  # not on this platform: keep the default
+        return await command
+    try:
+        return await command
+    except asyncio.CancelledError:
+        if terminated:
+            raise Terminated from None
+        raise
+    finally:
+        try:
+            loop.remove_signal_handler(signal.SIGTERM)
+        except (NotImplementedError, RuntimeError):
+            pass
 
 
 if __name__ == "__main__":

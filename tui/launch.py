@@ -14,8 +14,11 @@ def run_app(settings: Settings, *, demo: bool = False) -> int:
     default one, created if needed)."""
     from ktui.tui.app import KtuiApp  # textual is imported only when the TUI runs
 
-    app = KtuiApp(settings, demo=demo, settings_file=settings.config_file or default_config_path())
+    app = KtuiApp(settings, demo=demo, settings_file=settings.config_file or default_config_path(),
+                  stop_on_signals=True)
     result = app.run()
+    if app.stopped_by_signal:
+        print(f"ktui: stopped by {app.stopped_by_signal}; unfinished work resumes at the next start", file=sys.stderr)
     if app.return_code not in (None, 0):
         return int(app.return_code)
     return int(result or 0)

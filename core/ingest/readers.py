@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import cast
@@ -140,10 +141,23 @@ def _mb(n: int) -> str:
 
 
 def read_file_bytes(path: str, max_bytes: int) -> bytes:
-    """Read a whole file, refusing one over `max_bytes`, with a clear error per failure."""
+    """Read a whole file, refusing one over `max_bytes`, with a clear error per failure.
+
+    Opened non-blocking and checked with fstat before any read: a file that was
+    swapped for a FIFO after the item was added would otherwise block the parse
+    worker in open() until its timeout (or for ever, were ktui gone).
+    """
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, "rb", closefd=True) as handle:
+            status = os.fstat(fd)
+            if stat.S_ISDIR(status.st_mode):
+                raise IsADirectoryError(path)
+            if not stat.S_ISREG(status.st_mode):
+                raise IngestError(f"Not a regular file (a pipe, socket or device): {path}")
+            if hasattr(os, "set_blocking"):
+                os.set_blocking(fd, True)
+            size = status.st_size
             if size > max_bytes:
                 raise IngestError(f"File is too large ({_mb(size)}; limit {_mb(max_bytes)}): {path}")
             # Read what fstat announced plus one byte: asking for max_bytes would make

@@ -1,4 +1,4 @@
-"""A parse worker process: `python -m core.ingest.worker`.
+"""A parse worker process: `python -P -m ktui.core.ingest.worker`.
 
 It answers requests from the runtime's parse pool (core/runtime/parse_pool.py)
 over its stdin/stdout: each message is a 4-byte big-endian length and a pickle.
@@ -94,7 +94,32 @@ def limit_memory(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
+def exit_with_parent(poll_seconds: float = 1.0) -> None:
+    """Die when the process that started us is gone, whatever we are doing.
+
+    A parser can block where no request will ever reach it (opening a FIFO that a
+    file was swapped for, a stalled network mount): stdin's EOF is then never read,
+    so the worker would outlive ktui for ever. A daemon thread watches the parent
+    id instead. Not PR_SET_PDEATHSIG: that fires when the *thread* that spawned us
+    exits, and the runtime may spawn workers from any thread.
+    """
+    import threading
+    import time
+
+    named = os.environ.get("KTUI_PARENT_PID", "")
+    parent = int(named) if named.isdigit() else os.getppid()  # named: a parent that died before this line counts
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)  # no clean-up can run in a thread blocked in open(); the OS reclaims all
+            time.sleep(poll_seconds)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def main() -> None:
+    exit_with_parent()
     memory_mb = int(os.environ.get("KTUI_PARSE_MEMORY_MB", "0") or 0) or None
     if memory_mb:
         limit_memory(memory_mb)

@@ -62,6 +62,23 @@ class _Worker:
             self.process.kill()
 
 
+def worker_launch(memory_mb: int | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one parse worker.
+
+    -P: the worker never puts its working directory on sys.path, so a folder
+    holding a package named `ktui` (or anything the parsers import) cannot stand
+    in for the installed one. KTUI_PARENT_PID names this process, so the worker
+    exits when it is gone even if that happens before the worker has started
+    watching (core/ingest/worker.py: exit_with_parent).
+    """
+    import os
+
+    env = {**os.environ, "KTUI_PARENT_PID": str(os.getpid())}
+    if memory_mb:
+        env["KTUI_PARSE_MEMORY_MB"] = str(memory_mb)
+    return [sys.executable, "-P", "-m", "ktui.core.ingest.worker"], env
+
+
 class ParsePool:
     def __init__(self, workers: int, timeout: float, memory_mb: int | None = None):
         self.workers = workers
@@ -132,16 +149,9 @@ class ParsePool:
         raise IngestError(message if is_ingest else f"Could not read {what}: {message}")
 
     async def _start(self) -> _Worker:
-        # -P: the worker never puts its working directory on sys.path, so a folder
-        # holding a package named `ktui` (or anything the parsers import) cannot
-        # stand in for the installed one.
-        env = None
-        if self.memory_mb:
-            import os
-
-            env = {**os.environ, "KTUI_PARSE_MEMORY_MB": str(self.memory_mb)}
+        command, env = worker_launch(self.memory_mb)
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-P", "-m", "ktui.core.ingest.worker",
+            *command,
             env=env,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -197,6 +198,16 @@ async def test_vanished_and_unreadable_paths(tmp_path: Path, fetcher: Fetcher) -
     folder.mkdir()
     with pytest.raises(IngestError, match=r"Not a file \(a directory\): .*folder\.md"):
         await read(folder, fetcher)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+async def test_a_file_swapped_for_a_fifo_is_refused_without_blocking(tmp_path: Path, fetcher: Fetcher) -> None:
+    # validation refuses a FIFO when the item is added; this is the file that became
+    # one afterwards. Nobody ever writes to it: a blocking open() would hang here.
+    path = tmp_path / "notes.md"
+    os.mkfifo(path)
+    with pytest.raises(IngestError, match=r"Not a regular file \(a pipe, socket or device\): .*notes\.md"):
+        await asyncio.wait_for(read(path, fetcher), 30)
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root can read any file")

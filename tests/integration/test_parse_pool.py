@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -74,3 +78,45 @@ async def test_a_crashed_worker_fails_only_its_item(tmp_path):
         assert chunks[0].text == "another small file"
     finally:
         await pool.close()
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie nobody reaps counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_blocked_worker_does_not_outlive_the_process_that_started_it():
+    # The worker's stdin stays open (this test holds the write end), so it never
+    # sees EOF: exactly a worker stuck in a parser when ktui is killed.
+    read_end, write_end = os.pipe()
+    parent_code = (
+        "import subprocess, sys, time\n"
+        "from ktui.core.runtime.parse_pool import worker_launch\n"
+        "command, env = worker_launch()\n"
+        "w = subprocess.Popen(command, env=env,"
+        " stdin=int(sys.argv[1]), stdout=subprocess.DEVNULL, pass_fds=(int(sys.argv[1]),))\n"
+        "print(w.pid, flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code, str(read_end)],
+                              stdout=subprocess.PIPE, pass_fds=(read_end,), text=True)
+    try:
+        os.close(read_end)
+        assert parent.stdout is not None
+        worker_pid = int(parent.stdout.readline())
+        assert _alive(worker_pid)
+        parent.kill()  # SIGKILL: no clean-up of any kind in the parent
+        parent.wait()
+        deadline = time.monotonic() + 60  # the worker looks once a second; the deadline only bounds a failure
+        while _alive(worker_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(worker_pid), "the parse worker outlived the process that started it"
+    finally:
+        os.close(write_end)
+        if parent.poll() is None:
+            parent.kill()

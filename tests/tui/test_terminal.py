@@ -133,3 +133,49 @@ def test_real_terminal_shows_hostile_names_and_drives_by_keyboard(tmp_path, embe
         assert not term.alive(), "q did not quit:\n" + term.screen()
     finally:
         term.close()
+
+
+def _pane_children(session: str) -> list[int]:
+    shell = subprocess.run(["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"],
+                           capture_output=True, text=True).stdout.split()
+    found: list[int] = []
+    for pid in shell:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                found += [int(p) for p in handle.read().split()]
+        except FileNotFoundError:
+            pass
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_quits_like_q_and_gives_the_terminal_back(tmp_path, embedding_server):
+    settings = make_settings(tmp_path / "data", embedding_server)
+
+    async def seed() -> None:
+        async with await KnowledgeService.open(settings=settings) as ks:
+            await ks.create_base("Signals", MODEL, None)
+
+    asyncio.run(seed())
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'default_embedding_model = "{MODEL}"\nauto_ollama = false\n\n'
+        f'[providers.fake]\nkind = "openai"\nbase_url = "{embedding_server.openai_url}"\nmodels = ["any"]\n',
+        encoding="utf-8")
+    # after ktui ends, the shell says how it ended and whether the terminal is back in
+    # cooked mode ("icanon"; raw mode would show "-icanon")
+    term = Terminal(f"sh -c \"env -u COLUMNS -u LINES {sys.executable} -m ktui --data-dir '{settings.data_dir}' "
+                    f"--config '{config}'; echo exit=\\$?; stty -a | grep -o -- '-*icanon'; sleep 60\"")
+    try:
+        term.wait_for("Signals")
+        app_pids = _pane_children(term.name)
+        assert app_pids, "the app's process was not found"
+        for pid in app_pids:
+            subprocess.run(["kill", "-TERM", str(pid)], check=True)
+        screen = term.wait_for("exit=143")
+        assert "ktui: stopped by SIGTERM" in screen
+        assert "Traceback" not in screen
+        term.wait_for("icanon")
+        assert "-icanon" not in term.screen(), "the terminal was left in raw mode"
+    finally:
+        term.close()
