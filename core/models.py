@@ -167,6 +167,9 @@ DEFAULT_EMOJI = "📁"
 DEFAULT_CHUNK_SIZE = 1024
 DEFAULT_CHUNK_OVERLAP = 200
 DEFAULT_HYBRID_ALPHA = 0.5  # measured per model in core/embeddings/profiles.py
+# Share of a model's input window a new base's chunks may fill: the chunker counts its
+# own tokens (core/ingest/tokens.py), a model's tokenizer usually a few more.
+WINDOW_FILL = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +198,14 @@ class FileItemData:
     sha256: str | None = None  # content hash, recorded when last read
     chunking: str | None = None  # "chunk_size/chunk_overlap" it was indexed with
     ocr: dict[str, Any] | None = None  # pages recognised and mean confidence (OcrReport.summary)
+    window_overflow: dict[str, Any] | None = None  # chunks past the model's input window (WindowOverflow)
 
 
 @dataclass(frozen=True, slots=True)
 class UrlItemData:
     url: str
     source: str
+    window_overflow: dict[str, Any] | None = None  # chunks past the model's input window (WindowOverflow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +213,7 @@ class NoteItemData:
     content: str
     source: str
     source_url: str | None = None
+    window_overflow: dict[str, Any] | None = None  # chunks past the model's input window (WindowOverflow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +380,14 @@ class ModelProfile:
     hybrid_alpha: float | None = DEFAULT_HYBRID_ALPHA
     overridden: bool = False  # True when the settings file changed any of it
 
+    def fitting_chunk_size(self) -> int | None:
+        """The longest chunk a new base on this model gets (None: no window known): the
+        window less headroom, because the model's tokenizer counts a few more tokens for
+        the same text than the chunker's estimate does."""
+        if self.window_tokens is None:
+            return None
+        return max(16, int(self.window_tokens * WINDOW_FILL))
+
     def chunk_exceeds_window(self, tokens: int) -> bool:
         return self.window_tokens is not None and tokens > self.window_tokens
 
@@ -387,6 +401,49 @@ class ModelProfile:
             f"{self.model_id}: the model cuts them, so up to {lost:.0%} of a long chunk is never embedded; "
             f"use a chunk size of at most {self.window_tokens}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowOverflow:
+    """How far an item's chunks run past its model's input window, recorded at indexing.
+
+    Stored as a plain dict (`as_dict`) in the leaf's data under `window_overflow`
+    (None there when every chunk fits or the window is unknown). Token counts are the
+    chunker's estimate (core/ingest/tokens.py), the same count that sizes chunks.
+
+    * `window_tokens`: the model's window when the item was indexed;
+    * `chunks` / `over`: the item's chunks, and how many of them exceed the window;
+    * `longest`: the longest chunk, in tokens;
+    * `cut_share`: the share of the item's tokens past the window (never embedded), 0..1.
+    """
+
+    window_tokens: int
+    chunks: int
+    over: int
+    longest: int
+    cut_share: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"window_tokens": self.window_tokens, "chunks": self.chunks, "over": self.over,
+                "longest": self.longest, "cut_share": self.cut_share}
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> WindowOverflow | None:
+        """The record read back from item data (None when absent or not a record of this shape)."""
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return cls(int(raw["window_tokens"]), int(raw["chunks"]), int(raw["over"]), int(raw["longest"]),
+                       float(raw["cut_share"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def describe(self) -> str:
+        """One line for a person: "3 of 5 chunks exceed the 256-token window (up to 1024 tokens; 41% not embedded)"."""
+        verb = "exceeds" if self.over == 1 else "exceed"
+        return (f"{self.over} of {self.chunks} chunk{'s' if self.chunks != 1 else ''} {verb} the "
+                f"{self.window_tokens}-token window of the embedding model (up to {self.longest} tokens; "
+                f"{self.cut_share:.0%} of the text is cut off before embedding)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -321,6 +321,12 @@ class KnowledgeService:
         looking items up one by one."""
         return await self._items.statuses_below([require_id(i, "item_id") for i in item_ids])
 
+    async def items_over_window(self, base_id: str) -> list[KnowledgeItem]:
+        """The base's items whose chunks run past its embedding model's input window, as
+        recorded when each was last indexed (`WindowOverflow.from_dict(item.data.window_overflow)`
+        says by how much). One query, whatever the size of the base."""
+        return await self._items.over_window(require_id(base_id, "base_id"))
+
     async def item_counts(self) -> dict[str, int]:
         """Number of items (all levels) per base id, for overviews."""
         return await self._items.count_by_base()

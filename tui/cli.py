@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="include the children of directories and sitemaps")
     p.add_argument("--type", choices=["file", "url", "note", "directory", "sitemap"])
 
-    p = command(sub, "item", "show one item: status, error, chunks, and which pages OCR recognised")
+    p = command(sub, "item", "show one item: status, error, chunks, which pages OCR recognised, chunks past the model's window")
     p.add_argument("base", help="base id or unique name")
     p.add_argument("item", help="item id, id prefix, source or name")
 

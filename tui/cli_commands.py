@@ -23,6 +23,7 @@ from typing import Any
 from ktui.core import Settings
 from ktui.core.errors import ValidationError
 from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus, KnowledgeBase, KnowledgeItem
+from ktui.tui.cli_window import window_advice, window_json, window_lines, window_overflow_json
 from ktui.tui.cli_progress import Progress, WaitOutcome, follow
 from ktui.tui.cli_render import (
     UsageError,
@@ -131,6 +132,8 @@ async def _base_config(ks: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 async def _wait(ks: Any, sub: Any, roots: Sequence[KnowledgeItem], args: argparse.Namespace) -> WaitOutcome:
     outcome = await follow(ks, sub, roots, Progress(sys.stderr))
+    bases = [await ks.get_base(b) for b in dict.fromkeys(r.base_id for r in roots)]
+    outcome.over_window = [i for b in bases for i in await ks.items_over_window(b.id) if i.id in outcome.completed_ids]
     if not args.json:
         summary = f"{outcome.completed} completed, {len(outcome.failed)} failed"
         if outcome.unfinished:
@@ -141,6 +144,8 @@ async def _wait(ks: Any, sub: Any, roots: Sequence[KnowledgeItem], args: argpars
         for item in outcome.failed:
             if item.type.is_leaf or not item.error or "child" not in item.error:
                 err(f"  failed  {item.type.value} {item.source}: {item.error}")
+        for line in window_lines(ks, bases, outcome.over_window):
+            err(line)
     return outcome
 
 
@@ -153,6 +158,7 @@ def _wait_json(outcome: WaitOutcome | None) -> dict[str, Any] | None:
         "unfinished": outcome.unfinished,
         "paused": outcome.paused,
         "failed": [{"id": i.id, "type": i.type.value, "source": i.source, "error": i.error} for i in outcome.failed],
+        "window_overflow": window_json(outcome.over_window),  # completed items with chunks past the window
     }
 
 
@@ -471,10 +477,11 @@ async def cmd_item(settings: Settings, args: argparse.Namespace) -> int:
         chunks = None
         if item.type.is_leaf and base.is_usable:  # a failed base has no vector store
             chunks = len(await ks.list_item_chunks(base.id, item.id))
+        advice = window_advice(ks, base)
     if args.json:
-        dump({**item_json(item), "chunk_count": chunks})
+        dump({**item_json(item), "chunk_count": chunks, "window_overflow": window_overflow_json(item)})
     else:
-        for line in item_lines(item, chunks):
+        for line in item_lines(item, chunks, window_advice=advice):
             say(line)
     return EXIT_OK
 

@@ -45,6 +45,8 @@ class WaitOutcome:
     failed: list[KnowledgeItem] = field(default_factory=list)
     total: int = 0
     paused: str | None = None  # the queue stopped before the items finished (a full disk)
+    completed_ids: frozenset[str] = frozenset()  # the followed items that completed
+    over_window: list[KnowledgeItem] = field(default_factory=list)  # of those, chunks past the model's window
 
     @property
     def unfinished(self) -> int:
@@ -306,8 +308,9 @@ class Follower:
 
     async def outcome(self) -> WaitOutcome:
         """How it ended, from the counters; the failed items are fetched to be named."""
+        done = frozenset(i for i, status in self.tally.status.items() if status == ItemStatus.COMPLETED)
         outcome = WaitOutcome(completed=self.tally.completed, total=self.tally.total,
-                              paused=self.ks.queue_stats().paused)
+                              paused=self.ks.queue_stats().paused, completed_ids=done)
         for item_id in self.tally.failed_ids:
             try:
                 outcome.failed.append(await self.ks.get_item(item_id))

@@ -24,6 +24,7 @@ from ktui.core.models import (
     SearchResponse,
 )
 from ktui.tui.cli_text import printable
+from ktui.tui.cli_window import window_row
 from ktui.tui.ocr_summary import ocr_rows
 
 
@@ -208,8 +209,9 @@ def item_status_label(item: KnowledgeItem) -> str:
     return status
 
 
-def item_lines(item: KnowledgeItem, chunk_count: int | None) -> list[str]:
-    """`ktui item`: one item's facts, label and value a line, including how OCR read it."""
+def item_lines(item: KnowledgeItem, chunk_count: int | None, *, window_advice: str | None = None) -> list[str]:
+    """`ktui item`: one item's facts, label and value a line, including how OCR read it and
+    whether its chunks were longer than the model's window (`window_advice`: what to change)."""
     data = item.data
     rows = [
         ("name", item.display_name),
@@ -222,6 +224,9 @@ def item_lines(item: KnowledgeItem, chunk_count: int | None) -> list[str]:
         rows.append(("error", item.error))
     if item.type.is_leaf:
         rows.append(("chunks", _dash(chunk_count)))
+        window = window_row(item, window_advice)
+        if window is not None:
+            rows.append(window)
     if isinstance(data, FileItemData):
         if data.size is not None:
             rows.append(("size", f"{data.size:,} bytes"))

@@ -273,6 +273,16 @@ class KnowledgeItemService:
         )
         return [item_from_row(r) for r in rows]
 
+    async def over_window(self, base_id: str) -> list[KnowledgeItem]:
+        """Leaves of a base whose last indexing recorded chunks past the model's window
+        (`window_overflow` in their data): one query, only the matching rows."""
+        rows = await self._db.fetchall(
+            f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE base_id = ? "
+            "AND json_extract(data, '$.window_overflow') IS NOT NULL ORDER BY created_at, id",
+            (base_id,),
+        )
+        return [item_from_row(r) for r in rows]
+
     async def count_by_base(self) -> dict[str, int]:
         rows = await self._db.fetchall("SELECT base_id, count(*) AS n FROM knowledge_item GROUP BY base_id")
         return {r["base_id"]: r["n"] for r in rows}

@@ -25,11 +25,21 @@ vector-weighted hybrid) and are not measured here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ktui.core.config import ModelOverride
-from ktui.core.models import ModelProfile, SearchMode
+from ktui.core.models import (
+    Chunk,
+    FileItemData,
+    ItemData,
+    ModelProfile,
+    NoteItemData,
+    SearchMode,
+    UrlItemData,
+    WindowOverflow,
+)
 
 _BGE_QUERY = "Represent this sentence for searching relevant passages: "
 
@@ -62,9 +72,6 @@ FAMILIES: tuple[_Family, ...] = (
 )
 _UNKNOWN = _Family("unknown", (), window_tokens=None, hybrid_alpha=0.5)
 
-# Share of the window a new base's chunks may fill: the chunker counts its own tokens,
-# a model's tokenizer usually counts a few more for the same text.
-WINDOW_FILL = 0.8
 
 
 def _family(model: str) -> _Family:
@@ -106,10 +113,46 @@ def profile_for(model_id: str, overrides: dict[str, ModelOverride] | None = None
 
 def fitted_chunking(profile: ModelProfile, chunk_size: int, chunk_overlap: int) -> tuple[int, int]:
     """A new base's chunk size / overlap: the configured defaults, shrunk to fit the window."""
-    if profile.window_tokens is None:
+    limit = profile.fitting_chunk_size()
+    if limit is None:
         return chunk_size, chunk_overlap
-    limit = max(16, int(profile.window_tokens * WINDOW_FILL))
     if chunk_size <= limit:
         return chunk_size, chunk_overlap
     overlap = min(chunk_overlap, round(limit * chunk_overlap / chunk_size))
     return limit, min(overlap, limit - 1)
+
+
+def window_overflow(token_counts: Sequence[int], window_tokens: int | None) -> WindowOverflow | None:
+    """How far chunks of these sizes (chunker tokens) run past a model's window; None when all fit.
+
+    A chunk sent to a model is cut at the window by the server, silently, so what is
+    past it never reaches the vector: recorded at indexing so the user is told
+    (CLI `--wait` summary, `ktui item`, the TUI's item detail).
+    """
+    if window_tokens is None or not token_counts:
+        return None
+    over = [t for t in token_counts if t > window_tokens]
+    if not over:
+        return None
+    total = sum(max(0, t) for t in token_counts)
+    cut = sum(t - window_tokens for t in over)
+    return WindowOverflow(window_tokens, len(token_counts), len(over), max(over), round(cut / total, 4) if total else 0.0)
+
+
+def with_window_overflow(
+    recorded: ItemData | None, current: ItemData, chunks: Sequence[Chunk], window_tokens: int | None
+) -> ItemData | None:
+    """The leaf data to record after indexing, with its `window_overflow` brought up to date.
+
+    `recorded` is what indexing already wants to write (a file's fingerprint) or None;
+    None is returned only when nothing changes (a note or URL whose record is the same),
+    so an unchanged leaf costs no extra write.
+    """
+    report = window_overflow([int(c.metadata.get("token_count") or 0) for c in chunks], window_tokens)
+    value = report.as_dict() if report is not None else None
+    data = recorded if recorded is not None else current
+    if not isinstance(data, (FileItemData, UrlItemData, NoteItemData)):
+        return recorded  # containers are never chunked
+    if recorded is None and data.window_overflow == value:
+        return None
+    return replace(data, window_overflow=value)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ktui.core.config import Settings
+from ktui.core.embeddings.profiles import with_window_overflow
 from ktui.core.errors import IngestError, TaskInterrupted
 from ktui.core.models import (
     Chunk,
@@ -83,7 +84,7 @@ class LeafIndexer:
         # phase writes go out in the background and are awaited before the next write
         # of this item, so reading overlaps the database round trip
         writes.pending = asyncio.ensure_future(self.phase_writes.submit(PhaseWrite(item, ItemPhase.READING)))
-        recorded = None
+        recorded: ItemData | None = None
         if isinstance(item.data, FileItemData):
             # fingerprint, read, parse and chunk in one worker call, unless it was read ahead
             def ocr_progress(done: int, total: int) -> None:
@@ -141,6 +142,8 @@ class LeafIndexer:
             )
 
         assert base.embedding_model_id is not None, "only a usable base indexes"
+        window = self.runtime.embeddings.profile(base.embedding_model_id).window_tokens
+        recorded = with_window_overflow(recorded, item.data, chunks, window)
         vectors = await token.run(self.runtime.embeddings.embed(
             base.embedding_model_id, [c.text for c in chunks], dimensions=base.dimensions, on_progress=progress
         ))

@@ -155,7 +155,8 @@ def test_base_and_item_workflow(ktui):
     assert "items: " in line and single["id"] in line and docs_id in line and "name one by its id" in line
     reindexed = ktui.json("reindex", "Notes", single["id"][-8:], "--wait")
     assert [i["id"] for i in reindexed["items"]] == [single["id"]]
-    assert reindexed["wait"] == {"total": 1, "completed": 1, "unfinished": 0, "paused": None, "failed": []}
+    assert reindexed["wait"] == {"total": 1, "completed": 1, "unfinished": 0, "paused": None, "failed": [],
+                                 "window_overflow": []}
 
     removed = ktui.json("rm", "Notes", "single.txt", "docs")
     assert len(removed["removed"]) == 2
@@ -514,7 +515,8 @@ def test_reindex_wait_counts_the_files_a_folder_refresh_reads_again(ktui):
         (folder / f"f{i}.txt").write_text(f"file {i} now about volcanoes", encoding="utf-8")
     (folder / "g.txt").write_text("a new file about penguins", encoding="utf-8")
     waited = ktui.json("reindex", "Many", "many", "--wait")["wait"]
-    assert waited == {"total": 5, "completed": 5, "unfinished": 0, "paused": None, "failed": []}  # the folder, 3 changed, 1 new
+    assert waited == {"total": 5, "completed": 5, "unfinished": 0, "paused": None, "failed": [],
+                      "window_overflow": []}  # the folder, 3 changed, 1 new
 
 
 @pytest.mark.slow
@@ -583,3 +585,30 @@ def test_scans_are_found_and_ktui_item_says_what_ocr_read(ktui):
     assert "OCR needs Tesseract, which is not installed" in failed["error"] and "apt install tesseract-ocr" in failed["error"]
     assert "OCR needs Tesseract" in ktui("item", "Elsewhere", "receipt 🧾.png").stdout
     assert "nothing to do" in ktui("wait", "Elsewhere").stderr  # nothing left stuck in the queue
+
+
+@pytest.mark.slow
+def test_chunks_past_the_model_window_are_named_after_wait_and_in_item(ktui):
+    with ktui.config.open("a", encoding="utf-8") as fh:  # a model with a 32-token window
+        fh.write('[models."fake::tiny-window"]\nwindow_tokens = 32\n')
+    long = ktui.work / "long.txt"
+    long.write_text(" ".join(f"otters{i % 7} float on rivers and hold paws" for i in range(40)), encoding="utf-8")
+    fits = ktui.json("base", "create", "Fits", "--model", "fake::tiny-window")
+    assert fits["chunk_size"] <= 32  # a new base's default chunks fit the window
+    created = ktui("base", "create", "Tight", "--model", "fake::tiny-window", "--chunk-size", "100",
+                   "--chunk-overlap", "10")
+    assert "exceed the 32-token input window" in created.stderr
+    added = ktui("add", "Tight", "long.txt", "--note", "a short note", "--wait")
+    lines = [line for line in added.stderr.splitlines() if line.startswith("warning: Tight:")]
+    assert len(lines) == 1 and "1 item(s) have chunks longer than the 32-token input window" in lines[0]
+    assert "--chunk-size 25" in lines[0]
+    detail = ktui("item", "Tight", "long.txt").stdout
+    assert "window   warning:" in detail and "-token window of the embedding model" in detail
+    shown = ktui.json("item", "Tight", "long.txt")
+    assert shown["window_overflow"]["window_tokens"] == 32 and shown["window_overflow"]["over"] >= 1
+    assert shown["chunk_count"] == shown["window_overflow"]["chunks"]
+    assert ktui.json("item", "Tight", "a short note")["window_overflow"] is None
+    ktui("base", "update", "Tight", "--chunk-size", "25", "--chunk-overlap", "5")
+    again = ktui.json("reindex", "Tight", "long.txt", "--wait")
+    assert again["wait"]["window_overflow"] == [] and again["wait"]["completed"] == 1
+    assert ktui.json("item", "Tight", "long.txt")["window_overflow"] is None

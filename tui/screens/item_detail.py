@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, Static
 
-from ktui.core.models import FileItemData, ItemStatus, KnowledgeItem, NoteItemData
+from ktui.core.models import FileItemData, ItemStatus, KnowledgeItem, NoteItemData, WindowOverflow
 from ktui.core.service import KnowledgeService
 from ktui.tui.keymap import widget_bindings
 from ktui.tui.messages import ItemDetailLoaded, ReindexQueued
@@ -107,6 +107,9 @@ def facts_text(facts: ItemFacts) -> Text:
         row("Chunks", "—" if facts.chunk_count is None else facts.chunk_count)
         if facts.text_chars is not None:
             row("Text indexed", f"{facts.text_chars:,} characters")
+        overflow = WindowOverflow.from_dict(getattr(item.data, "window_overflow", None))
+        if overflow is not None:
+            row("Window", f"warning: {overflow.describe()}; use a smaller chunk size", "bold yellow")
     if facts.size_bytes is not None:
         row("Size", human_bytes(facts.size_bytes))
     if isinstance(item.data, FileItemData):
