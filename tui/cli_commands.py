@@ -23,7 +23,6 @@ from typing import Any
 from ktui.core import Settings
 from ktui.core.errors import ValidationError
 from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus, KnowledgeBase, KnowledgeItem
-from ktui.tui.cli_window import window_advice, window_json, window_lines, window_overflow_json
 from ktui.tui.cli_progress import Progress, WaitOutcome, follow
 from ktui.tui.cli_render import (
     UsageError,
@@ -43,6 +42,7 @@ from ktui.tui.cli_render import (
     table,
 )
 from ktui.tui.cli_text import say, warn
+from ktui.tui.cli_window import window_advice, window_json, window_lines, window_overflow_json
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 URL_RE = re.compile(r"^https?://", re.IGNORECASE)
