@@ -331,6 +331,7 @@ class KnowledgeSearchResult:
     chunk_id: str
     relevance: float = 0.0  # 0..1, comparable across kinds and bases (core/search/relevance.py)
     base_id: str | None = None  # the base the chunk belongs to
+    base_rank: int | None = None  # its rank within its own base (set when several bases were merged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,11 +355,23 @@ class SearchFilters:
 
 
 @dataclass(frozen=True, slots=True)
+class BaseSearchNotice:
+    """What one base of a several-base search had to say: it degraded to bm25, or its
+    reranker was unreachable (`degraded` False: the results are still semantic)."""
+
+    base_id: str
+    base_name: str
+    degraded: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResponse:
     results: list[KnowledgeSearchResult]
     degraded: bool = False
     reason: str | None = None  # why it degraded, for the user (every cause, "; "-joined)
     mode: SearchMode | None = None  # the mode that produced the results (bm25 after a fallback)
+    notices: tuple[BaseSearchNotice, ...] = ()  # per base, from search_bases
 
 
 @dataclass(frozen=True, slots=True)

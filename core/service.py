@@ -257,7 +257,9 @@ class KnowledgeService:
         filters: SearchFilters | Mapping[str, Any] | None = None,
     ) -> SearchResponse:
         """Search several bases (None = every usable base); results merged by relevance,
-        each naming its base (`result.base_id`). `top_k` defaults to the largest base top-K."""
+        each naming its base (`result.base_id`) and its rank there (`result.base_rank`);
+        a base that degraded or lost its reranker is in `response.notices`. `top_k`
+        defaults to the largest base top-K."""
         return await self._workflow.search_bases(base_ids, query, top_k, mode=mode, filters=filters)
 
     def model_profile(self, embedding_model_id: str) -> ModelProfile:

@@ -6,9 +6,9 @@ Every function takes the open `KnowledgeService` and plain arguments, lets the
 facade validate them (a bad value raises `ValidationError` naming the field),
 and returns JSON-ready dicts.
 
-Searching several bases: scores of different bases (and kinds) cannot be
-compared, so the lists are merged by rank (each base's first, then each
-base's second, ...: reciprocal-rank order), each result naming its base.
+Searching several bases goes through the facade's `search_bases`: raw scores of
+different bases (and kinds) cannot be compared, so results are merged by their
+0..1 relevance (core/search/multi.py), each naming its base and its rank there.
 """
 
 from __future__ import annotations
@@ -137,12 +137,15 @@ async def search(
     top_k: Any = None,
     types: Any = None,
     source_contains: Any = None,
+    source_prefix: Any = None,
+    modified_after: Any = None,
 ) -> dict[str, Any]:
-    """Search one base, several, or (no `bases`) every usable base.
+    """Search one base, several, or (no `bases`) every usable base, through the facade's
+    `search_bases`: results are merged by their 0..1 relevance, so they compare across bases.
 
-    `types` keeps results of these item types, `source_contains` those whose
-    source (path or URL) contains the text; the bases are asked for more results
-    when a filter is set, so the filter rarely leaves fewer than `top_k`.
+    `types`, `source_prefix` and `modified_after` are the facade's filters (applied
+    before ranking); `source_contains` keeps results whose source (path or URL)
+    contains the text, so the bases are asked for more results when it is set.
     """
     k = _check_top_k(top_k)
     wanted_types = _check_types(types)
@@ -159,66 +162,56 @@ async def search(
                 targets.append(base)
     else:
         targets = await all_bases(ks)
-    filtering = wanted_types is not None or source_contains is not None
-    per_base: list[tuple[KnowledgeBase, list[dict[str, Any]]]] = []
     notices: list[dict[str, Any]] = []
-    used_mode: str | None = None
+    usable: list[KnowledgeBase] = []
     for base in targets:
-        if not base.is_usable:
-            if explicit:
-                raise BaseUnavailableError(base.id, base.name)
+        if base.is_usable:
+            usable.append(base)
+        elif explicit:
+            raise BaseUnavailableError(base.id, base.name)
+        else:
             notices.append({"base_id": base.id, "base_name": base.name,
                             "reason": "skipped: the base has no usable embedding model (restore it)"})
+    filters: dict[str, Any] = {}
+    if wanted_types:
+        filters["item_types"] = sorted(wanted_types)
+    if source_prefix is not None:
+        filters["source_prefix"] = source_prefix
+    if modified_after is not None:
+        filters["modified_after"] = modified_after
+    want = k or (usable[0].top_k if len(usable) == 1 else DEFAULT_MULTI_TOP_K)
+    fetch = min(MAX_TOP_K, want * FILTER_FETCH_FACTOR) if source_contains is not None else want
+    names = {b.id: b.name for b in usable}
+    rows: list[dict[str, Any]] = []
+    # None when nothing is usable: the facade still validates the query and finds nothing
+    response = await ks.search_bases([b.id for b in usable] or None, query, fetch, mode=mode, filters=filters or None)
+    notices += [{"base_id": n.base_id, "base_name": n.base_name, "degraded": n.degraded, "reason": n.reason}
+                for n in response.notices]
+    for result in response.results:
+        row = result_json(result)
+        if source_contains is not None and source_contains not in str(row.get("source") or ""):
             continue
-        want = k or (base.top_k if len(targets) == 1 else DEFAULT_MULTI_TOP_K)
-        fetch = min(MAX_TOP_K, want * FILTER_FETCH_FACTOR) if filtering else want
-        response = await ks.search(base.id, query, fetch, mode=mode)
-        used_mode = used_mode or (mode or _plain_mode(base))
-        if response.degraded or response.reason:
-            notices.append({"base_id": base.id, "base_name": base.name, "degraded": response.degraded,
-                            "reason": response.reason})
-        rows = []
-        for result in response.results:
-            row = result_json(result)
-            source = row.get("source") or ""
-            item_type = result.metadata.get("item_type")
-            if wanted_types is not None and item_type not in wanted_types:
-                continue
-            if source_contains is not None and source_contains not in str(source):
-                continue
-            row["heading"] = result.metadata.get("heading")
-            row["base_id"], row["base_name"] = base.id, base.name
-            rows.append(row)
-        per_base.append((base, rows[:want]))
-    merged = _merge_by_rank(per_base)
-    limit = k or (per_base[0][0].top_k if len(per_base) == 1 else DEFAULT_MULTI_TOP_K)
-    merged = merged[:limit]
-    for position, row in enumerate(merged, 1):
-        row["base_rank"] = row["rank"]
+        row["heading"] = result.metadata.get("heading")
+        row["base_name"] = names.get(result.base_id or "", result.base_id)
+        row["base_rank"] = result.base_rank
+        rows.append(row)
+    rows = rows[:want]
+    for position, row in enumerate(rows, 1):
         row["rank"] = position
-    degraded = any(n.get("degraded") for n in notices)
     return {
         "query": query,
-        "mode": used_mode,
-        "bases": [b.id for b, _ in per_base],
-        "degraded": degraded,
+        "mode": mode or (_plain_mode(usable[0]) if usable else None),
+        "bases": [b.id for b in usable],
+        "degraded": any(n.get("degraded") for n in notices),
         "notices": notices,
-        "summary": _summary(len(merged), notices),
-        "results": merged,
+        "summary": _summary(len(rows), notices),
+        "results": rows,
     }
 
 
 def _plain_mode(base: KnowledgeBase) -> str:
     mode = base.search_mode
     return str(getattr(mode, "value", mode))
-
-
-def _merge_by_rank(per_base: list[tuple[KnowledgeBase, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
-    if len(per_base) == 1:
-        return list(per_base[0][1])
-    tagged = [(position, order, row) for order, (_, rows) in enumerate(per_base) for position, row in enumerate(rows)]
-    tagged.sort(key=lambda t: (t[0], t[1]))
-    return [row for _, _, row in tagged]
 
 
 def _summary(count: int, notices: list[dict[str, Any]]) -> str:

@@ -90,13 +90,17 @@ def build_server(ks: KnowledgeService, *, allow_writes: bool) -> MCPServer:
         bases: Annotated[list[str] | None, Field(description="Base ids or names; omit to search every usable base")] = None,
         mode: Annotated[Mode | None, Field(description="default = vector, bm25 = keywords, hybrid = both; omit for each base's own")] = None,
         top_k: Annotated[int | None, Field(description="Number of results (default: the base's top-K, 10 for several bases)", ge=1, le=1000)] = None,
-        types: Annotated[list[ItemType] | None, Field(description="Keep only results from items of these types")] = None,
+        types: Annotated[list[ItemType] | None, Field(description="Keep only results from items of these types (or read from a folder/sitemap of that type)")] = None,
         source_contains: Annotated[str | None, Field(description="Keep only results whose source path or URL contains this text")] = None,
+        source_prefix: Annotated[str | None, Field(description="Keep only results whose source (absolute path or URL) starts with this", min_length=1)] = None,
+        modified_after: Annotated[str | None, Field(description="Keep only items added or reindexed at or after this ISO-8601 date/time")] = None,
     ) -> JSON:
-        """Search knowledge bases. Each result has its text, source, heading, score (score_kind says
+        """Search knowledge bases. Each result has its text, source, heading, relevance (0-1, comparable
+        across bases and modes: results of several bases are merged by it), score (score_kind says
         what it measures), base, item and chunk ids. `degraded: true` means keyword-only results."""
         return await ops.search(ks, query, bases, mode=mode, top_k=top_k, types=types,
-                                source_contains=source_contains)
+                                source_contains=source_contains, source_prefix=source_prefix,
+                                modified_after=modified_after)
 
     @server.tool(annotations=READ)
     @tool_errors

@@ -88,6 +88,20 @@ def test_workflow_and_data_api_match_the_facade(api, ws):
     assert found["degraded"] is False and found["results"][0]["item_id"] == file_id
     many = api.post("/search", json={"query": "otters", "bases": [bid]}).json()
     assert many["results"][0]["base_id"] == bid
+    other = api.post("/knowledge-bases", json={"name": "Web 2"}).json()["id"]
+    more = api.post(f"/knowledge-bases/{other}/items", json={"items": [
+        {"type": "note", "data": {"content": "Otters are mustelids of rivers and seas."}}]}).json()["items"][0]["id"]
+    assert wait_completed(api, more)["status"] == "completed"
+    both = api.post("/search", json={"query": "otters sleep", "bases": [bid, other], "top_k": 3}).json()
+    assert [r["chunk_id"] for r in both["results"]] == _facade_merged(ws, [bid, other], "otters sleep", 3)
+    relevances = [r["relevance"] for r in both["results"]]
+    assert relevances == sorted(relevances, reverse=True) and {r["base_id"] for r in both["results"]} == {bid, other}
+    assert all(r["base_rank"] >= 1 for r in both["results"])
+    notes = api.post("/search", json={"query": "otters", "bases": [bid, other], "types": ["note"]}).json()
+    assert more in {r["item_id"] for r in notes["results"]} <= {more, note_id}  # file_id is not a note
+    after = api.post("/search", json={"query": "otters", "modified_after": "2999-01-01"}).json()
+    assert after["results"] == []
+    assert api.delete(f"/knowledge-bases/{other}").status_code == 204
 
     chunks = api.get(f"/knowledge-bases/{bid}/items/{file_id}/chunks").json()["chunks"]
     assert chunks and all(c["item_id"] == file_id for c in chunks)
@@ -109,6 +123,17 @@ def test_workflow_and_data_api_match_the_facade(api, ws):
     assert api.delete(f"/knowledge-bases/{restored.json()['id']}").status_code == 204
     assert api.delete(f"/knowledge-bases/{bid}").status_code == 204
     assert api.get(f"/knowledge-bases/{bid}").status_code == 404
+
+
+def _facade_merged(ws: Workspace, base_ids: list[str], query: str, top_k: int) -> list[str]:
+    """The chunk ids a reader facade's search_bases returns for the same query."""
+    import asyncio
+
+    async def run() -> list[str]:
+        async with await KnowledgeService.open(settings=ws.settings(), read_only=True) as ks:
+            return [r.chunk_id for r in (await ks.search_bases(base_ids, query, top_k)).results]
+
+    return asyncio.run(run())
 
 
 def _facade_view(ws: Workspace, base_id: str, query: str) -> dict:

@@ -64,6 +64,7 @@ async def test_read_only_tools_answer_what_the_facade_answers(tmp_path, server):
     ids = await populate(ws)
     async with await KnowledgeService.open(settings=ws.settings(), read_only=True) as ks:
         facade_search = await ks.search(ids["notes"], "sea otters sleep", 3)
+        facade_both = await ks.search_bases(None, "otters", 4)
         leaves = (await ks.list_items(ids["notes"], group_id=ids["dir"])).items
         otters = next(i for i in leaves if i.source.endswith("otters.md"))
         otter_chunks = await ks.list_item_chunks(ids["notes"], otters.id)
@@ -89,6 +90,16 @@ async def test_read_only_tools_answer_what_the_facade_answers(tmp_path, server):
         both = ok(await session.call_tool("search", {"query": "otters", "top_k": 4}))
         assert set(both["bases"]) == {ids["notes"], ids["other"]}
         assert {r["base_id"] for r in both["results"]} == {ids["notes"], ids["other"]}
+        # merged by relevance through the facade's search_bases, not by rank per base
+        assert [r["chunk_id"] for r in both["results"]] == [r.chunk_id for r in facade_both.results]
+        relevances = [r["relevance"] for r in both["results"]]
+        assert relevances == sorted(relevances, reverse=True) and all(0 <= x <= 1 for x in relevances)
+        assert [r["rank"] for r in both["results"]] == [1, 2, 3, 4]
+        assert all(r["base_rank"] >= 1 and r["base_name"] in ("Notes", "Other") for r in both["results"])
+        under = ok(await session.call_tool("search", {"query": "otters", "source_prefix": otters.source}))
+        assert under["results"] and {r["source"] for r in under["results"]} == {otters.source}
+        assert ok(await session.call_tool("search", {"query": "otters", "modified_after": "2999-01-01"}))["results"] == []
+        assert "modified_after" in error_text(await session.call_tool("search", {"query": "x", "modified_after": "soon"}))
         notes_only = ok(await session.call_tool("search", {"query": "otters", "types": ["note"]}))
         assert notes_only["results"] and {r["metadata"]["item_type"] for r in notes_only["results"]} == {"note"}
 

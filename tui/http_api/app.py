@@ -174,10 +174,13 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
 
     async def search_many(request: Request) -> Response:
         body = await json_body(request)
-        only_keys(body, {"query", "bases", "top_k", "mode", "types", "source_contains"})
+        only_keys(body, {"query", "bases", "top_k", "mode", "types", "source_contains", "source_prefix",
+                         "modified_after"})
         return JSONResponse(await ops.search(ks, body.get("query"), body.get("bases"), mode=body.get("mode"),
                                              top_k=body.get("top_k"), types=body.get("types"),
-                                             source_contains=body.get("source_contains")))
+                                             source_contains=body.get("source_contains"),
+                                             source_prefix=body.get("source_prefix"),
+                                             modified_after=body.get("modified_after")))
 
     async def list_chunks(request: Request) -> Response:
         p = request.path_params

@@ -54,7 +54,9 @@ SCHEMAS: JSON = {
     "SearchResult": {"type": "object", "required": ["rank", "score", "score_kind", "chunk_id", "text"],
                      "additionalProperties": True, "properties": {
                          "rank": {"type": "integer"}, "score": {"type": "number"},
-                         "score_kind": {"enum": ["cosine", "bm25", "rrf", "rerank"]},
+                         "score_kind": {"enum": ["cosine", "bm25", "rrf", "fused", "rerank", "keyword"]},
+                         "relevance": {"type": "number", "minimum": 0, "maximum": 1},
+                         "base_id": _nullable({"type": "string"}),
                          "item_id": _nullable({"type": "string"}), "chunk_id": {"type": "string"},
                          "source": _nullable({"type": "string"}), "text": {"type": "string"},
                          "metadata": {"type": "object"}}},
@@ -191,8 +193,10 @@ def build() -> JSON:
                      "requestBody": _body({"type": "object", "additionalProperties": False, "properties": {
                          **SEARCH_BODY["properties"], "bases": _nullable({"type": "array", "items": {"type": "string"}}),
                          "types": _nullable({"type": "array", "items": {"enum": ITEM_TYPES}}),
-                         "source_contains": _nullable({"type": "string", "minLength": 1})}}, ["query"]),
-                     "responses": _ok("200", "results merged by rank, each naming its base",
+                         "source_contains": _nullable({"type": "string", "minLength": 1}),
+                         "source_prefix": _nullable({"type": "string", "minLength": 1}),
+                         "modified_after": _nullable({"type": "string", "minLength": 1})}}, ["query"]),
+                     "responses": _ok("200", "results merged by their 0-1 relevance, each naming its base",
                                       {"type": "object", "additionalProperties": True})}},
         "/events": {
             "get": {"operationId": "events", "summary": "Runtime events as server-sent events",
