@@ -49,16 +49,12 @@ from ktui.core.errors import (
 from ktui.core.models import (
     CONTAINER_TYPES,
     DEFAULT_TOP_K,
-    BaseChanged,
-    BaseRemoved,
     BaseStatus,
     ChunkRecord,
     DirectoryItemData,
     FileItemData,
     ItemInput,
     ItemPhase,
-    ItemsAdded,
-    ItemsRemoved,
     ItemStatus,
     ItemType,
     KnowledgeBase,
@@ -107,6 +103,7 @@ class KnowledgeOrchestrationService:
         self.bases = bases
         self.items = items
         self.runtime = runtime
+        self.state = runtime.state  # every catalogue write goes through it, with its event
         self.stores = stores
         self.embeddings = embeddings
         self.bus = bus
@@ -151,7 +148,7 @@ class KnowledgeOrchestrationService:
             except OSError as exc:
                 raise StoreError(f"Cannot create the vector store for '{base.name}': {exc}") from exc
 
-        base = await self.bases.create(
+        base = await self.state.create_base(
             name=name,
             embedding_model_id=model,
             dimensions=dims,
@@ -161,7 +158,6 @@ class KnowledgeOrchestrationService:
             free_name=free_name,
             group_name=group_name,
         )
-        self.bus.publish(BaseChanged(base.id))
         return base
 
     def new_base_defaults(self, model_id: str) -> dict[str, Any]:
@@ -179,20 +175,16 @@ class KnowledgeOrchestrationService:
         self.runtime.watcher.unwatch_base(base.id)
         interrupted = await self.runtime.interrupt_base(base.id, InterruptReason.BASE_DELETE)
         try:
-            await self.bases.delete(base.id)
+            await self.state.delete_base(base.id)
         except Exception:
             if interrupted:
                 try:
-                    changed = await self.items.set_status_many(
-                        list(interrupted), ItemStatus.FAILED, None, BASE_DELETE_FAILED
-                    )
-                    self.runtime.publish_changes(changed)
+                    await self.state.set_status_many(list(interrupted), ItemStatus.FAILED, None, BASE_DELETE_FAILED)
                 except KnowledgeError:
                     log.exception("could not mark interrupted items failed")
             raise
         self.runtime.forget_base(base.id)
         leftovers = await asyncio.to_thread(self.stores.destroy, base.id)
-        self.bus.publish(BaseRemoved(base.id))
         if leftovers:
             log.error("knowledge base %s deleted but files remain: %s", base.id, leftovers)
             raise PartialDeletionError(
@@ -288,14 +280,12 @@ class KnowledgeOrchestrationService:
 
     async def _accept(self, base: KnowledgeBase, valid: Sequence[ValidItem]) -> list[KnowledgeItem]:
         """Create the root rows (one transaction) and queue their work; returns at once."""
-        created = await self.items.create_roots(base.id, valid)
+        created = await self.state.create_roots(base.id, valid)
         try:
             self.runtime.enqueue_items(created)
         except Exception:
-            await self.items.delete([i.id for i in created])  # roll back what was accepted
+            await self.state.delete(base.id, [i.id for i in created])  # roll back what was accepted
             raise
-        self.bus.publish(ItemsAdded(base.id, tuple(i.id for i in created), None))
-        self.runtime.publish_changes(created)
         for item in created:
             if isinstance(item.data, DirectoryItemData) and item.data.watch:
                 self.runtime.watcher.watch(base.id, item.id, item.data.path)
@@ -306,8 +296,9 @@ class KnowledgeOrchestrationService:
         roots = await self.items.collapse_to_roots(base.id, item_ids)
         descendants = await self.runtime.interrupt_tree(roots, InterruptReason.DELETE)
         # Vectors go before rows; a crash in between must not leave the items `completed`
-        # with no chunks. Marked unfinished first (not published: the rows go next),
-        # recovery indexes them again, as if the delete had never started.
+        # with no chunks. Marked unfinished first (published like every write: a
+        # subscriber sees `processing`, then the removal); after a crash, recovery
+        # indexes them again, as if the delete had never started.
         roots, _ = await self._mark_unfinished(roots)
         leaves = [i.id for i in [*roots, *descendants] if i.type not in CONTAINER_TYPES]
         try:
@@ -317,9 +308,7 @@ class KnowledgeOrchestrationService:
             raise
         for root in roots:
             self.runtime.watcher.unwatch(root.id)
-        changed = await self.items.delete([r.id for r in roots])
-        self.bus.publish(ItemsRemoved(base.id, tuple(r.id for r in roots) + tuple(d.id for d in descendants)))
-        self.runtime.publish_changes(changed)
+        await self.state.delete(base.id, [r.id for r in roots], [d.id for d in descendants])
 
     async def _mark_unfinished(self, roots: list[KnowledgeItem]) -> tuple[list[KnowledgeItem], list[KnowledgeItem]]:
         """Mark roots unfinished (containers `processing/preparing`, leaves `processing`),
@@ -330,10 +319,10 @@ class KnowledgeOrchestrationService:
         for _ in range(8):
             roots = await self.items.get_many([r.id for r in roots])
             try:
-                changed = await self.items.set_status_many(
+                changed = await self.state.set_status_many(
                     [r.id for r in roots if r.type in CONTAINER_TYPES], ItemStatus.PROCESSING, ItemPhase.PREPARING
                 )
-                changed += await self.items.set_status_many(
+                changed += await self.state.set_status_many(
                     [r.id for r in roots if r.type not in CONTAINER_TYPES], ItemStatus.PROCESSING
                 )
             except NotFoundError:
@@ -358,8 +347,7 @@ class KnowledgeOrchestrationService:
         # in between must leave it for recovery to redo, not `completed` with nothing in
         # it. A rebuilt container is marked `preparing` so recovery prepares it afresh
         # (processing without a phase would be reconciled from its children).
-        rebuilt, changed = await self._mark_unfinished(rebuilt)
-        self.runtime.publish_changes(changed)
+        rebuilt, _ = await self._mark_unfinished(rebuilt)
         kept = {r.id for r in rebuilt}
         roots = [r for r in roots if r.id in kept or r.type == ItemType.DIRECTORY and not force]
         leaves = [i.id for i in await self.items.leaves_under([r.id for r in rebuilt])]
@@ -377,17 +365,11 @@ class KnowledgeOrchestrationService:
         except Exception as exc:
             await self._record_cleanup_failure(roots, exc)
             raise
-        removed: list[str] = []
         for root in rebuilt:
             if root.type in CONTAINER_TYPES:
-                below = [d.id for d in await self.items.descendants([root.id])]
-                await self.items.delete_children(root.id)
-                removed.extend(below)
-        if removed:
-            self.bus.publish(ItemsRemoved(base.id, tuple(removed)))
+                await self.state.delete_children(base.id, root.id)
         refreshed = [r.id for r in await self.items.get_many([r.id for r in roots]) if r.id not in kept]
-        changed = await self.items.set_status_many(refreshed, ItemStatus.PROCESSING)
-        self.runtime.publish_changes(changed)
+        await self.state.set_status_many(refreshed, ItemStatus.PROCESSING)
         fresh = await self.items.get_many([r.id for r in roots])
         self.runtime.enqueue_items(fresh)
         return fresh
@@ -400,22 +382,20 @@ class KnowledgeOrchestrationService:
             raise ValidationError.field("watch", "must be true or false")
         if not isinstance(item.data, DirectoryItemData) or not item.is_root:
             raise ValidationError.field("item_id", "only a top-level directory item can be watched")
-        updated = await self.items.update_data(item.id, replace(item.data, watch=watch))
+        updated = await self.state.update_data(item.id, replace(item.data, watch=watch))
         if watch:
             self.runtime.watcher.watch(base.id, item.id, item.data.path)
             self.runtime.request_refresh(base.id, item.id)
         else:
             self.runtime.watcher.unwatch(item.id)
-        self.runtime.publish_changes([updated])
         return updated
 
     async def _record_cleanup_failure(self, roots: Sequence[KnowledgeItem], exc: Exception) -> None:
         """Write a cleanup error on the affected items before the caller re-raises it."""
         try:
-            changed = await self.items.set_status_many(
+            await self.state.set_status_many(
                 [r.id for r in roots], ItemStatus.FAILED, None, f"Cleanup failed: {describe_error(exc)}"
             )
-            self.runtime.publish_changes(changed)
         except KnowledgeError:
             log.exception("could not record the cleanup failure")
 

@@ -34,7 +34,6 @@ from ktui.core.errors import ReadOnlyError
 from ktui.core.lockfile import DataDirLock, HolderInfo, busy_message, read_holder
 from ktui.core.models import (
     ROOT,
-    BaseChanged,
     BaseConfig,
     ChunkRecord,
     GroupFilter,
@@ -57,6 +56,7 @@ from ktui.core.orchestration import KnowledgeOrchestrationService
 from ktui.core.runtime.events import EventBus, Subscription
 from ktui.core.runtime.invariants import check_invariants
 from ktui.core.runtime.service import KnowledgeRuntimeService
+from ktui.core.runtime.status import StateWriter
 from ktui.core.store import StoreManager
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ class KnowledgeService:
         self._bus = EventBus()
         self._bases = KnowledgeBaseService(db)
         self._items = KnowledgeItemService(db)
+        self._state = StateWriter(db, self._bus)  # every catalogue write, and its event
         self._stores = StoreManager(settings.data_dir, read_only=read_only)
         if read_only:  # a reader keeps query embeddings in memory: the cache file is the holder's
             settings = settings.with_(embeddings=replace(settings.embeddings, persistent_cache_entries=0))
@@ -82,6 +83,7 @@ class KnowledgeService:
             settings=settings,
             bases=self._bases,
             items=self._items,
+            state=self._state,
             stores=self._stores,
             embeddings=self._embeddings,
             bus=self._bus,
@@ -300,9 +302,7 @@ class KnowledgeService:
         self._writable()
         if isinstance(patch, Mapping):
             self._embeddings.check_rerank_model(patch.get("rerank_model_id"))
-        base = await self._bases.update(base_id, patch)
-        self._bus.publish(BaseChanged(base.id))
-        return base
+        return await self._state.update_base(base_id, patch)
 
     async def list_items(
         self,
@@ -337,16 +337,16 @@ class KnowledgeService:
 
     async def create_group(self, name: str) -> KnowledgeGroup:
         self._writable()
-        return await self._bases.create_group(name)
+        return await self._state.create_group(name)
 
     async def rename_group(self, group_id: str, name: str) -> KnowledgeGroup:
         self._writable()
-        return await self._bases.rename_group(group_id, name)
+        return await self._state.rename_group(group_id, name)
 
     async def delete_group(self, group_id: str) -> None:
         """Delete a group; its bases become ungrouped."""
         self._writable()
-        await self._bases.delete_group(group_id)
+        await self._state.delete_group(group_id)
 
     async def list_groups(self) -> list[KnowledgeGroup]:
         return await self._bases.list_groups()
@@ -426,8 +426,8 @@ class KnowledgeService:
 
         self._writable()
         parsed = parse_document(document)
-        importer = Importer(bases=self._bases, items=self._items, workflow=self._workflow,
-                            embeddings=self._embeddings, publish=self._bus.publish)
+        importer = Importer(bases=self._bases, state=self._state, workflow=self._workflow,
+                            embeddings=self._embeddings)
         return await importer.run(parsed)
 
     # --- naming (ktui.core.naming: the one place "find X by what a person typed" lives)

@@ -25,7 +25,6 @@ from ktui.core.errors import IngestError, TaskInterrupted
 from ktui.core.models import (
     Chunk,
     FileItemData,
-    ItemChanged,
     ItemData,
     ItemPhase,
     ItemStatus,
@@ -88,10 +87,7 @@ class LeafIndexer:
         if isinstance(item.data, FileItemData):
             # fingerprint, read, parse and chunk in one worker call, unless it was read ahead
             def ocr_progress(done: int, total: int) -> None:
-                self.runtime.bus.publish(ItemChanged(
-                    base.id, item.id, ItemStatus.PROCESSING, ItemPhase.READING, None,
-                    done / total if total else None, (done, total),
-                ))
+                self.runtime.state.progress(item, ItemPhase.READING, done / total if total else None, (done, total))
 
             # a read ahead hands over its OCR progress from here on
             parsed: Parsed | None = await token.run(self.runtime.read_ahead.take(item, base, on_progress=ocr_progress))
@@ -137,9 +133,7 @@ class LeafIndexer:
             token.check()
             fraction = done / total if total else 1.0
             self._embed_progress[item.id] = fraction  # the phase write may publish after this
-            self.runtime.bus.publish(
-                ItemChanged(base.id, item.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None, fraction)
-            )
+            self.runtime.state.progress(item, ItemPhase.EMBEDDING, fraction)
 
         assert base.embedding_model_id is not None, "only a usable base indexes"
         window = self.runtime.embeddings.profile(base.embedding_model_id).window_tokens
@@ -175,15 +169,18 @@ class LeafIndexer:
         if live:
             store = await self.runtime.store(base)
             await asyncio.to_thread(store.replace_items, [(w.item.id, w.chunks, w.vectors) for w in live])
-            self.runtime.publish_changes(await self.runtime.items.complete_many([(w.item.id, w.recorded) for w in live]))
+            await self.runtime.state.complete_many([(w.item.id, w.recorded) for w in live])
         return refused
 
     async def _commit_phases(self, batch: list[PhaseWrite]) -> None:
         """The phase changes of leaves that moved on together, in one catalogue transaction."""
-        changed = await self.runtime.items.set_states([(w.item.id, ItemStatus.PROCESSING, w.phase) for w in batch])
-        # the latest embedding progress, not 0: a bar must not jump back when the commit lands late
-        progress = {w.item.id: self._embed_progress.get(w.item.id, w.progress) for w in batch}
-        self.runtime.bus.publish_all([self.runtime.changed_event(i, progress.get(i.id)) for i in changed])
+        given = {w.item.id: w.progress for w in batch}
+        await self.runtime.state.set_states(
+            [(w.item.id, ItemStatus.PROCESSING, w.phase) for w in batch],
+            # read once the commit lands: the latest embedding progress, not 0, so a bar
+            # does not jump back when the commit lands late
+            progress=lambda item_id: self._embed_progress.get(item_id, given.get(item_id)),
+        )
 
     async def embed_ahead(self, base: KnowledgeBase, texts: list[str]) -> None:
         """Vectors of a file read ahead, into the cache (see read_ahead.py)."""

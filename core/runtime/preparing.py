@@ -21,8 +21,6 @@ from ktui.core.models import (
     CONTAINER_TYPES,
     DirectoryItemData,
     ItemPhase,
-    ItemsAdded,
-    ItemsRemoved,
     ItemStatus,
     ItemType,
     KnowledgeBase,
@@ -70,7 +68,7 @@ class ContainerPreparer:
         try:
             item = await self.runtime.items.get(item_id)
             # no interruption: the refresh leaves queued files alone and restarts running ones it must
-            await self.runtime.set_status(item, ItemStatus.PROCESSING)
+            await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING)
             self.runtime.queue.enqueue(TaskKind.PREPARE_ROOT, base_id, item_id)
         except KnowledgeError:
             self.runtime.watcher.unwatch(item_id)  # the item is gone
@@ -95,7 +93,7 @@ class ContainerPreparer:
         from ktui.core.ingest import expand_sitemap
 
         token.check()
-        await self.runtime.set_status(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+        await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING, ItemPhase.PREPARING)
         if isinstance(item.data, DirectoryItemData):
             await self._prepare_directory(token, base, item)
         elif isinstance(item.data, SitemapItemData):
@@ -105,7 +103,7 @@ class ContainerPreparer:
             await self._create_children(base, item.id, specs)
         else:  # pragma: no cover - only containers are prepared
             raise IngestError(f"{item.type} items are not containers")
-        await self.runtime.set_status(item, ItemStatus.PROCESSING)  # phase cleared: reconciled from the children
+        await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING)  # phase cleared: reconciled from the children
 
     async def _prepare_directory(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
         """Walk the folder and bring the children in line with it (all new the first time)."""
@@ -137,23 +135,18 @@ class ContainerPreparer:
             doomed = [c for c in existing if c.id in below] + plan.delete
             await self._remove_children(base, doomed, plan.delete)
         for child, data in plan.touch:
-            await self.runtime.items.update_data(child.id, data)
+            await self.runtime.state.update_data(child.id, data)
         for parent_id, specs in plan.create.items():
             await self._create_children(base, parent_id, specs)
         if plan.reindex:
             ids = [c.id for c in plan.reindex]
             # a leaf being read right now may have read the old content: start it again
             await self.runtime.interrupt_and_wait([i for i in ids if self.runtime.queue.is_running(i)], InterruptReason.REINDEX)
-            self.runtime.publish_changes(await self.runtime.items.set_status_many(ids, ItemStatus.PROCESSING))
+            await self.runtime.state.set_status_many(ids, ItemStatus.PROCESSING)
             self.runtime.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, ids)
 
     async def _create_children(self, base: KnowledgeBase, parent_id: str, specs: list[ChildSpec]) -> None:
-        created = await self.runtime.items.create_children(base.id, parent_id, specs)
-        by_parent: dict[str | None, list[str]] = {}
-        for child in created:
-            by_parent.setdefault(child.group_id, []).append(child.id)
-        for parent, ids in by_parent.items():
-            self.runtime.bus.publish(ItemsAdded(base.id, tuple(ids), parent))
+        created = await self.runtime.state.create_children(base.id, parent_id, specs)
         self.runtime.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, [c.id for c in created if c.type not in CONTAINER_TYPES])
 
     async def _remove_children(
@@ -163,6 +156,4 @@ class ContainerPreparer:
         ids = [c.id for c in doomed]
         await self.runtime.interrupt_and_wait(ids, InterruptReason.DELETE)
         await self.runtime.delete_vectors(base, [c.id for c in doomed if c.type not in CONTAINER_TYPES])
-        changed = await self.runtime.items.delete([t.id for t in tops])
-        self.runtime.bus.publish(ItemsRemoved(base.id, tuple(ids)))
-        self.runtime.publish_changes(changed)
+        await self.runtime.state.delete(base.id, [t.id for t in tops], ids)

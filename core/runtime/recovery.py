@@ -62,31 +62,31 @@ async def recover(runtime: KnowledgeRuntimeService) -> list[str]:
                 if item.phase == ItemPhase.PREPARING or unprepared:
                     # `preparing`, not a bare `processing`: that would be reconciled from the
                     # (now absent) children to `completed`, and a second crash would keep it
-                    await runtime.set_status(item, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+                    await runtime.state.set_status(item.id, ItemStatus.PROCESSING, ItemPhase.PREPARING)
                     # vectors before rows: leaves indexed before the crash must not
                     # leave chunks behind that belong to no item
                     leaves = [i.id for i in await runtime.items.leaves_under([item.id]) if i.id != item.id]
                     try:
                         await runtime.delete_vectors(usable[item.base_id], leaves)
                     except StoreError as exc:  # keep the rows; say why it stopped
-                        await runtime.set_status(item, ItemStatus.FAILED,
+                        await runtime.state.set_status(item.id, ItemStatus.FAILED,
                                         error=f"Could not resume after a crash: {describe_error(exc)}")
                         continue
-                    await runtime.items.delete_children(item.id)
+                    await runtime.state.delete_children(item.base_id, item.id)
                     runtime.queue.enqueue(TaskKind.PREPARE_ROOT, item.base_id, item.id)
                     requeued.append(item.id)
                 else:
                     waiting_containers.append(item)
             else:
                 if item.status != ItemStatus.PROCESSING or item.phase is not None:
-                    await runtime.set_status(item, ItemStatus.PROCESSING)
+                    await runtime.state.set_status(item.id, ItemStatus.PROCESSING)
                 runtime.queue.enqueue(TaskKind.INDEX_LEAF, item.base_id, item.id)
                 requeued.append(item.id)
         except NotFoundError:
             continue  # removed with a folder that is being prepared again
     for container in waiting_containers:
         try:
-            runtime.bus.publish_all([runtime.changed_event(i) for i in await runtime.items.reconcile(container.id)])
+            await runtime.state.reconcile(container.id)
         except NotFoundError:
             continue
     return requeued

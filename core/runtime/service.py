@@ -36,9 +36,6 @@ from ktui.core.errors import (
 )
 from ktui.core.models import (
     CONTAINER_TYPES,
-    ItemChanged,
-    ItemData,
-    ItemPhase,
     ItemStatus,
     KnowledgeBase,
     KnowledgeItem,
@@ -53,6 +50,7 @@ from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskK
 from ktui.core.runtime.read_ahead import ReadAhead
 from ktui.core.runtime.recovery import DISK_FULL_PREFIX, SHUTDOWN_MESSAGE, describe_error, recover
 from ktui.core.runtime.stats import QueueFigures
+from ktui.core.runtime.status import StateWriter
 from ktui.core.runtime.watcher import FolderWatcher
 from ktui.core.store import BaseStore, StoreManager
 
@@ -71,13 +69,15 @@ class KnowledgeRuntimeService:
         settings: Settings,
         bases: KnowledgeBaseService,
         items: KnowledgeItemService,
+        state: StateWriter,
         stores: StoreManager,
         embeddings: EmbeddingService,
         bus: EventBus,
     ):
         self.settings = settings
         self.bases = bases
-        self.items = items
+        self.items = items  # reads; every write goes through `state`, which publishes its events
+        self.state = state
         self.stores = stores
         self.embeddings = embeddings
         self.bus = bus
@@ -171,13 +171,9 @@ class KnowledgeRuntimeService:
             existing = [i for i in await self.items.get_many(unfinished) if i.status == ItemStatus.PROCESSING]
             if existing:
                 try:
-                    changed = await self.items.set_status_many(
-                        [i.id for i in existing], ItemStatus.FAILED, None, SHUTDOWN_MESSAGE
-                    )
+                    await self.state.set_status_many([i.id for i in existing], ItemStatus.FAILED, None, SHUTDOWN_MESSAGE)
                 except DiskFullError as exc:  # left `processing`: the next open re-queues them anyway
                     log.warning("could not mark unfinished work at shutdown: %s", exc)
-                else:
-                    self.bus.publish_all([self.changed_event(i) for i in changed])
         self.figures.cancel()
         if self._fetcher is not None:
             await self._fetcher.aclose()
@@ -326,30 +322,9 @@ class KnowledgeRuntimeService:
         except Exception as exc:  # the store itself is broken: say so on the item
             message = f"{message} (and its vectors could not be removed: {describe_error(exc)})"
         try:
-            await self.set_status(item, ItemStatus.FAILED, error=message)
+            await self.state.set_status(item.id, ItemStatus.FAILED, error=message)
         except KnowledgeError:
             pass  # the item was deleted meanwhile
-
-    async def set_status(
-        self,
-        item: KnowledgeItem,
-        status: ItemStatus,
-        phase: ItemPhase | None = None,
-        error: str | None = None,
-        *,
-        progress: float | None = None,
-        data: ItemData | None = None,
-    ) -> None:
-        changed = await self.items.set_status(item.id, status, phase, error, data=data)
-        for changed_item in changed:
-            self.bus.publish(self.changed_event(changed_item, progress if changed_item.id == item.id else None))
-
-    @staticmethod
-    def changed_event(item: KnowledgeItem, progress: float | None = None) -> ItemChanged:
-        return ItemChanged(item.base_id, item.id, item.status, item.phase, item.error, progress)
-
-    def publish_changes(self, items: Iterable[KnowledgeItem]) -> None:
-        self.bus.publish_all([self.changed_event(i) for i in items])
 
     # --- figures ----------------------------------------------------------
 

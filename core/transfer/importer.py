@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +42,11 @@ class Importer:
     the logic and the facade stays a thin list of methods.
     """
 
-    def __init__(self, *, bases: Any, items: Any, workflow: Any, embeddings: Any,
-                 publish: Callable[[Any], None]):
-        self.bases = bases
-        self.items = items
+    def __init__(self, *, bases: Any, state: Any, workflow: Any, embeddings: Any):
+        self.bases = bases  # reads
+        self.state = state  # writes, each with its event (ktui.core.runtime.status.StateWriter)
         self.workflow = workflow
         self.embeddings = embeddings
-        self.publish = publish
         self._models: dict[str, ModelCheck] = {}
         self._groups: dict[str, str] | None = None
 
@@ -103,7 +100,7 @@ class Importer:
             self._groups = {g.name.casefold(): g.id for g in await self.bases.list_groups()}
         key = name.casefold()
         if key not in self._groups:
-            group = await self.bases.create_group(name)
+            group = await self.state.create_group(name)
             self._groups[key] = group.id
         return self._groups[key]
 
@@ -154,25 +151,20 @@ class Importer:
         report.kept = len(report.item_ids)
 
     async def _import_failed(self, plan: BasePlan, config: dict[str, Any], check: ModelCheck) -> None:
-        from ktui.core.models import BaseChanged, ItemsAdded
-
         report = plan.report
         valid = [structural_item(item.type, item.data, item.label) for item in plan.items]
-        base = await self.bases.create_failed(name=plan.name, dimensions=plan.dimensions, config=config)
+        base = await self.state.create_failed_base(name=plan.name, dimensions=plan.dimensions, config=config)
         report.base_id = base.id
         report.status = "failed"
         report.reason = check.reason
         report.dimensions = base.dimensions
-        self.publish(BaseChanged(base.id))
         try:
             for start in range(0, len(valid), 500):
-                created = await self.items.create_roots(base.id, valid[start : start + 500], status=ItemStatus.IDLE)
+                created = await self.state.create_roots(base.id, valid[start : start + 500], status=ItemStatus.IDLE)
                 report.item_ids.extend(i.id for i in created)
         except BaseException:
             await self._discard(base.id)
             raise
-        if report.item_ids:
-            self.publish(ItemsAdded(base.id, tuple(report.item_ids), None))
         report.kept = len(report.item_ids)
 
     async def _discard(self, base_id: str) -> None:

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ktui.core.data.base_service import KnowledgeBaseService
-from ktui.core.data.item_service import KnowledgeItemService
+from ktui.core.data.base_writes import BaseWrites
+from ktui.core.data.item_writes import ItemWrites
 from tests.support.httpserver import routes, serve
 
 
@@ -29,9 +29,9 @@ def site(_site_server) -> SimpleNamespace:
 
 @pytest.fixture
 def bases(db):
-    return KnowledgeBaseService(db)
+    return BaseWrites(db)  # the data layer's writes (and reads), tested below the state writer
 
 
 @pytest.fixture
 def items(db):
-    return KnowledgeItemService(db)
+    return ItemWrites(db)

@@ -1,4 +1,4 @@
-"""KnowledgeBaseService on a real SQLite catalogue: creation defaults, paging and
+"""BaseWrites on a real SQLite catalogue: creation defaults, paging and
 order, update_base rules, groups."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import ktui.core.data.base_service as base_service_module
+import ktui.core.data.base_writes as base_writes_module
 import ktui.core.db as dbmod
-from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.base_writes import BaseWrites
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import BaseStatus, KnowledgeBaseErrorCode, SearchMode
 
@@ -17,11 +17,11 @@ MODEL = "builtin::wordllama"
 
 
 @pytest.fixture
-def bases(db) -> KnowledgeBaseService:
-    return KnowledgeBaseService(db)
+def bases(db) -> BaseWrites:
+    return BaseWrites(db)
 
 
-async def make(bases: KnowledgeBaseService, name: str = "Base", **config):
+async def make(bases: BaseWrites, name: str = "Base", **config):
     return await bases.create(name=name, embedding_model_id=MODEL, dimensions=64, config=config)
 
 
@@ -146,7 +146,7 @@ async def test_limit_is_capped_at_100(bases):
 
 async def test_rows_created_in_the_same_instant_keep_creation_order(bases, monkeypatch):
     """Same created_at (and the same millisecond for the id clock): `id DESC` breaks the tie."""
-    monkeypatch.setattr(base_service_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
+    monkeypatch.setattr(base_writes_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
     frozen = 1_900_000_000_000 * 1_000_000
     monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: frozen))
     monkeypatch.setattr(dbmod, "_last_ms", dbmod._last_ms)  # restored afterwards

@@ -27,8 +27,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ktui.core.data.base_service import KnowledgeBaseService
-from ktui.core.data.item_service import ChildSpec, KnowledgeItemService
+from ktui.core.data.base_writes import BaseWrites
+from ktui.core.data.item_service import ChildSpec
+from ktui.core.data.item_writes import ItemWrites
 from ktui.core.data.validation import (
     BASE_IMMUTABLE,
     BASE_PATCHABLE,
@@ -112,8 +113,8 @@ junk = st.recursive(
 @dataclass
 class World:
     db: Database
-    bases: KnowledgeBaseService
-    items: KnowledgeItemService
+    bases: BaseWrites
+    items: ItemWrites
     base: KnowledgeBase
     other_base: KnowledgeBase
     group_id: str
@@ -138,7 +139,7 @@ def world(runner, tmp_path) -> World:
 
     async def setup() -> World:
         db = await Database.open(tmp_path / "data")
-        bases, items = KnowledgeBaseService(db), KnowledgeItemService(db)
+        bases, items = BaseWrites(db), ItemWrites(db)
         group = await bases.create_group("G")
         base = await bases.create(name="B", embedding_model_id="builtin::wordllama", dimensions=8,
                                   config={"group_id": group.id})

@@ -1,4 +1,4 @@
-"""KnowledgeItemService on a real SQLite catalogue: creation, listing (filters, roots,
+"""The item table (ItemWrites: reads and writes) on a real SQLite catalogue: creation, listing (filters, roots,
 paging, order), status rules, collapse_to_roots, deletes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import ktui.core.data.item_service as item_service_module
+import ktui.core.data.item_writes as item_writes_module
 import ktui.core.db as dbmod
 from ktui.core.data.item_service import ChildSpec
 from ktui.core.data.validation import ValidItem, validate_item_input
@@ -184,7 +184,7 @@ async def test_list_items_of_unknown_base(items):
 
 
 async def test_list_items_pages_newest_first_with_ties(items, base, monkeypatch):
-    monkeypatch.setattr(item_service_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
+    monkeypatch.setattr(item_writes_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
     frozen = 1_900_000_000_000 * 1_000_000
     monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: frozen))
     monkeypatch.setattr(dbmod, "_last_ms", dbmod._last_ms)  # restored afterwards

@@ -15,13 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ktui.core.data.base_service import KnowledgeBaseService
-from ktui.core.data.item_service import (
-    CHILD_FAILED_MESSAGE,
-    ChildSpec,
-    KnowledgeItemService,
-    derive_container_state,
-)
+from ktui.core.data.base_writes import BaseWrites
+from ktui.core.data.item_service import ChildSpec
+from ktui.core.data.item_writes import CHILD_FAILED_MESSAGE, ItemWrites, derive_container_state
 from ktui.core.data.validation import ValidItem
 from ktui.core.db import Database, new_id
 from ktui.core.models import (
@@ -40,7 +36,7 @@ S = ItemStatus
 
 @pytest.fixture
 async def base(db):
-    return await KnowledgeBaseService(db).create(name="B", embedding_model_id="builtin::wordllama", dimensions=8)
+    return await BaseWrites(db).create(name="B", embedding_model_id="builtin::wordllama", dimensions=8)
 
 
 def dir_spec(path: str, children=()) -> ChildSpec:
@@ -61,7 +57,7 @@ class Tree:
     low_b: KnowledgeItem
 
 
-async def build(items: KnowledgeItemService, base_id: str) -> Tree:
+async def build(items: ItemWrites, base_id: str) -> Tree:
     """top(dir) ─┬─ top_leaf
                  └─ mid(dir) ── low(sitemap) ─┬─ low_a
                                               └─ low_b
@@ -290,10 +286,10 @@ def sync_db(runner, tmp_path):
 @settings(max_examples=200)
 @given(shape=shapes, ops=operations)
 def test_every_container_always_matches_the_rule(runner, sync_db, shape, ops):
-    items = KnowledgeItemService(sync_db)
+    items = ItemWrites(sync_db)
 
     async def scenario():
-        base = await KnowledgeBaseService(sync_db).create(name=f"M {new_id()}", embedding_model_id="p::m", dimensions=2)
+        base = await BaseWrites(sync_db).create(name=f"M {new_id()}", embedding_model_id="p::m", dimensions=2)
         (root,) = await items.create_roots(base.id, [ValidItem(ItemType.DIRECTORY, DirectoryItemData("/r", "/r"))])
 
         def specs(node, path):

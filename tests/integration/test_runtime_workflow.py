@@ -293,10 +293,10 @@ async def test_restore_completed_and_failed_bases(tmp_path, server, corpus):
         assert (await ks.get_base(source.id)).dimensions == DIMS
 
         # a failed base (its model is missing here) refuses work and restores
-        failed = await ks._bases.create_failed(name="Legacy", dimensions=DIMS)
+        failed = await ks._state.create_failed_base(name="Legacy", dimensions=DIMS)
         from ktui.core.data.validation import validate_item_input
 
-        await ks._items.create_roots(
+        await ks._state.create_roots(
             failed.id, [validate_item_input(ItemInput("note", {"content": "legacy grapes"}))],
             status=ItemStatus.IDLE,
         )

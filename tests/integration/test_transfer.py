@@ -375,7 +375,7 @@ setting_names = st.sampled_from(["emoji", "rerank_model_id", "chunk_size", "chun
 @given(st.dictionaries(setting_names, json_values | st.integers(-5, 5000) | st.floats(-1, 2)))
 def test_cleaned_config_is_always_acceptable(raw):
     """Whatever a document holds, the cleaned settings pass the base validator."""
-    from ktui.core.data.base_service import base_config
+    from ktui.core.data.base_writes import base_config
 
     report = BaseImportReport(name="x")
     cfg = clean_config(raw, report)
