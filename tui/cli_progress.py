@@ -185,7 +185,8 @@ def describe(f: Figures) -> str:
     """`1,234/20,001 items · 5,678 chunks · OCR 3/12 pages · 123 items/s · ETA 2m41s · 3 failed`."""
     parts = [f"{f.done:,}/{f.total:,} items", f"{f.chunks:,} chunks"]
     if f.ocr_pages is not None:
-        parts.append(f"OCR {f.ocr_pages[0]:,}/{f.ocr_pages[1]:,} pages")
+        done, total = f.ocr_pages
+        parts.append(f"OCR {done:,}/{total:,} page{'s' if total != 1 else ''}")
     if f.rate is not None:
         parts.append(f"{f.rate:,.0f} items/s" if f.rate >= 10 else f"{f.rate:.1f} items/s")
     eta = f.eta

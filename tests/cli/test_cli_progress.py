@@ -177,6 +177,7 @@ def test_ocr_page_counter_always_matches_a_recount(reports):
 def test_the_line_counts_ocr_pages_while_scans_are_read():
     line = describe(Figures(done=1, total=4, failed=0, chunks=3, rate=None, elapsed=1.0, ocr_pages=(7, 12)))
     assert line == "1/4 items · 3 chunks · OCR 7/12 pages"
+    assert describe(Figures(0, 1, 0, 0, None, 0.0, ocr_pages=(0, 1))) == "0/1 items · 0 chunks · OCR 0/1 page"
 
 
 class TickingClock(FakeClock):
