@@ -120,3 +120,43 @@ def test_an_item_line_counts_ocr_pages_only_while_reading():
     assert node_label(node).plain == "📄 ◌ scan.png  reading  OCR 1,200/1,500 pages"
     node.phase = ItemPhase.EMBEDDING
     assert "OCR" not in node_label(node).plain
+
+
+async def test_the_base_form_sets_and_clears_the_base_s_own_ocr_choices(tmp_path, embedding_server):
+    from textual.widgets import Input, Select
+
+    from ktui.tui.screens.base_form import BaseFormScreen
+
+    app = KtuiApp(make_settings(tmp_path / "data", embedding_server))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.ready, pilot, what="service open")
+        await pilot.press("n")
+        form = app.screen
+        assert isinstance(form, BaseFormScreen)
+        await until(lambda: form.query_one("#dimensions", Input).value == "32", pilot, what="dimensions")
+        assert form.query_one("#ocr_enabled", Select).value == "settings"
+        form.query_one("#name", Input).value = "Typed only"
+        form.query_one("#ocr_enabled", Select).value = "off"
+        form.query_one("#ocr_languages", Input).value = "eng/deu"  # a typo: the service names the field
+        await pilot.press("ctrl+s")
+        await until(lambda: "ocr_languages" in str(form.query_one(".dialog-error").render()), pilot, what="error")
+        assert app.screen is form
+        form.query_one("#ocr_languages", Input).value = "eng+deu"
+        form.query_one("#ocr_max_pages", Input).value = "20"
+        await pilot.press("ctrl+s")
+        await until(lambda: app.bases_pane.current_base is not None, pilot, what="base listed")
+        base = app.bases_pane.current_base
+        assert (base.ocr_enabled, base.ocr_languages, base.ocr_max_pages) == (False, "eng+deu", 20)
+        # edit: the form shows the base's choices; blank and "as in the settings" clear them
+        await pilot.press("e")
+        form = app.screen
+        assert isinstance(form, BaseFormScreen) and form.editing
+        assert form.query_one("#ocr_enabled", Select).value == "off"
+        assert form.query_one("#ocr_languages", Input).value == "eng+deu"
+        assert form.query_one("#ocr_max_pages", Input).value == "20"
+        form.query_one("#ocr_enabled", Select).value = "settings"
+        form.query_one("#ocr_languages", Input).value = ""
+        await pilot.press("ctrl+s")
+        await until(lambda: app.bases_pane.current_base.ocr_enabled is None, pilot, what="saved")
+        base = await app.ks.get_base(base.id)
+        assert (base.ocr_enabled, base.ocr_languages, base.ocr_max_pages) == (None, None, 20)

@@ -1,4 +1,4 @@
-"""Create or edit a base: model (from every provider), dimensions, chunking, search.
+"""Create or edit a base: model (from every provider), dimensions, chunking, search, OCR.
 
 The model list and the dimension probe come from the service in workers; the
 form stays usable while they load. Validation is the service's: its
@@ -19,6 +19,13 @@ from ktui.tui.messages import BaseSaved, DimensionsDetected, ModelsListed
 from ktui.tui.screens.common import FormDialog
 from ktui.tui.search_modes import mode_options
 from ktui.tui.text import literal, rich_literal
+
+OCR_CHOICES = [("as in the settings", "settings"), ("on", "on"), ("off", "off")]
+"""The base's OCR switch: its own on/off, or the settings' `[ocr]` table (on by default)."""
+
+
+def ocr_choice(enabled: bool | None) -> str:
+    return "settings" if enabled is None else ("on" if enabled else "off")
 
 
 def model_options(ids: list[str]) -> list[tuple[object, str]]:
@@ -78,6 +85,13 @@ class BaseFormScreen(FormDialog):
                                                    placeholder="0.5", type="number", id="hybrid_alpha"))
                 yield _field("Rerank model", Input(b.rerank_model_id or "" if b else "",
                                                    placeholder="provider::model, blank = none", id="rerank"))
+                yield _field("OCR", Select(OCR_CHOICES, value=ocr_choice(b.ocr_enabled if b else None),
+                                           allow_blank=False, id="ocr_enabled"))
+                yield _field("OCR languages", Input(b.ocr_languages or "" if b else "",
+                                                    placeholder="eng+deu, blank = the settings'", id="ocr_languages"))
+                yield _field("OCR max pages", Input(str(b.ocr_max_pages) if b and b.ocr_max_pages else "",
+                                                    placeholder="per file, blank = the settings' (500)",
+                                                    type="integer", id="ocr_max_pages"))
                 yield Static("", id="model-note", classes="dialog-hint")
             yield Static("", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
@@ -165,6 +179,9 @@ class BaseFormScreen(FormDialog):
             "document_count": self._number("document_count", int),
             "search_mode": self.query_one("#search_mode", Select).value,
             "rerank_model_id": self._value("rerank") or None,
+            "ocr_enabled": {"on": True, "off": False}.get(str(self.query_one("#ocr_enabled", Select).value)),
+            "ocr_languages": self._value("ocr_languages") or None,
+            "ocr_max_pages": self._number("ocr_max_pages", int),
         }
         alpha = self._number("hybrid_alpha", float)
         if config["search_mode"] == "hybrid":
