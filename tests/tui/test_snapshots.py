@@ -237,8 +237,7 @@ def _add_dialog_note(app) -> bool:
     return area.cursor_location == (0, 0) and area.region.width > 0 and area.region.height > 0
 
 
-test_add_items_dialog = pytest.mark.xfail(reason="picture predates the OCR (issue 21) file types; regenerate with --snapshot-update after review", strict=False)(
-    dialog_test(("a",), _add_dialog_note, prepare=_note_tab))
+test_add_items_dialog = dialog_test(("a",), _add_dialog_note, prepare=_note_tab)
 
 
 def test_chunk_in_context(snap_compare, settings, corpus):
