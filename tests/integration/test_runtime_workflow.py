@@ -338,7 +338,7 @@ async def test_delete_base_interrupts_work_and_removes_files(tmp_path, server, c
         await ks.add_items(other.id, [ItemInput("note", {"content": "other base stays"})])
         server.faults.delay(0.3)
         await ks.add_items(base.id, [ItemInput("directory", {"path": str(corpus)})])
-        await asyncio.sleep(0.1)
+        await wait_for(lambda: _any_embedding(ks, base.id))  # work is running when the base goes
         await ks.delete_base(base.id)
         server.faults.clear()
         assert not list((tmp_path / "data" / "bases").glob(f"{base.id}.*"))
@@ -524,7 +524,12 @@ async def test_leaves_that_finish_together_share_one_group_commit(tmp_path, serv
 
         await wait_for(all_waiting)
         deleting = asyncio.ensure_future(ks.delete_items(base.id, [items[0].id]))  # interrupts one of them
-        await asyncio.sleep(0.05)
+
+        async def interrupted():  # a condition, not a pause: the delete has reached the queue
+            task = ks._runtime.queue._running.get(items[0].id)
+            return task is not None and task.token.interrupted
+
+        await wait_for(interrupted)
         lock.release()
         await deleting
         assert await ks.wait_idle(timeout=10)

@@ -212,11 +212,14 @@ async def test_empty_candidates():
 
 
 async def test_cancellation_propagates():
+    started = asyncio.Event()
+
     async def slow(texts):
-        await asyncio.sleep(10)
+        started.set()
+        await asyncio.Event().wait()  # never answers
 
     task = asyncio.ensure_future(rank_docs_by_embedding("x", DOCS, content=content, embedder=slow))
-    await asyncio.sleep(0.01)
+    await started.wait()  # cancelled while the embedder is running
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -11,16 +11,26 @@ from ktui.core.runtime.group_commit import GroupCommit
 
 
 class Recorder:
-    """A commit function that records its groups and can be told to fail or refuse."""
+    """A commit function that records its groups and can be told to fail or refuse.
 
-    def __init__(self, delay: float = 0.01):
+    With `held=True` the first commit stops inside until `release()`: `running` says
+    it has started, so a test knows "a commit is running" without timing anything."""
+
+    def __init__(self, held: bool = False):
         self.groups: list[list[str]] = []
-        self.delay = delay
         self.bad: set[str] = set()  # any group holding one of these raises
         self.refuse: set[str] = set()  # these are refused alone; the rest of the group is written
+        self.running = asyncio.Event()
+        self._released = asyncio.Event()
+        if not held:
+            self._released.set()
+
+    def release(self) -> None:
+        self._released.set()
 
     async def __call__(self, entries: list[str]):
-        await asyncio.sleep(self.delay)
+        self.running.set()
+        await self._released.wait()
         if self.bad & set(entries):
             raise RuntimeError(f"bad entry in {entries}")
         self.groups.append(list(entries))
@@ -30,26 +40,30 @@ class Recorder:
 
 
 async def test_a_lone_write_is_committed_at_once():
-    rec = Recorder(delay=0)
+    rec = Recorder()
     writer = GroupCommit(rec)
     await writer.submit("a")
     assert rec.groups == [["a"]] and writer.idle
 
 
 async def test_writes_arriving_during_a_commit_share_the_next_one():
-    rec = Recorder(delay=0.02)
+    rec = Recorder(held=True)
     writer = GroupCommit(rec)
     first = asyncio.ensure_future(writer.submit("first"))
-    await asyncio.sleep(0.005)  # the first commit is running
-    await asyncio.gather(first, *(writer.submit(f"w{i}") for i in range(4)))
+    await rec.running.wait()  # the first commit is running
+    later = [asyncio.ensure_future(writer.submit(f"w{i}")) for i in range(4)]
+    await asyncio.sleep(0)  # let them queue
+    assert writer.waiting == 4
+    rec.release()
+    await asyncio.gather(first, *later)
     assert rec.groups == [["first"], ["w0", "w1", "w2", "w3"]]
     assert writer.idle
 
 
 async def test_a_failing_group_is_written_one_by_one_so_only_the_bad_entry_fails():
-    rec = Recorder(delay=0)
+    rec = Recorder()
     rec.bad = {"bad"}
-    writer = GroupCommit(rec, gate=_held_for(0.01))
+    writer = GroupCommit(rec, gate=_yielding_gate())
     results = await asyncio.gather(*(writer.submit(e) for e in ("a", "bad", "b")), return_exceptions=True)
     assert results[0] is None and results[2] is None
     assert isinstance(results[1], RuntimeError)
@@ -57,9 +71,9 @@ async def test_a_failing_group_is_written_one_by_one_so_only_the_bad_entry_fails
 
 
 async def test_an_entry_refused_alone_fails_its_submitter_and_the_rest_are_written_together():
-    rec = Recorder(delay=0)
+    rec = Recorder()
     rec.refuse = {"no"}
-    writer = GroupCommit(rec, gate=_held_for(0.01))
+    writer = GroupCommit(rec, gate=_yielding_gate())
     results = await asyncio.gather(*(writer.submit(e) for e in ("a", "no", "b")), return_exceptions=True)
     assert results[0] is None and results[2] is None
     assert isinstance(results[1], ValueError) and str(results[1]) == "refused no"
@@ -67,14 +81,16 @@ async def test_an_entry_refused_alone_fails_its_submitter_and_the_rest_are_writt
 
 
 async def test_a_cancelled_submitter_is_left_out_of_its_group():
-    rec = Recorder(delay=0.02)
+    rec = Recorder(held=True)
     writer = GroupCommit(rec)
     first = asyncio.ensure_future(writer.submit("first"))
-    await asyncio.sleep(0.005)
+    await rec.running.wait()  # the first commit is running
     gone = asyncio.ensure_future(writer.submit("gone"))
     kept = asyncio.ensure_future(writer.submit("kept"))
     await asyncio.sleep(0)
     gone.cancel()
+    await asyncio.sleep(0)  # the cancellation lands while the first commit still runs
+    rec.release()
     await asyncio.gather(first, kept)
     with pytest.raises(asyncio.CancelledError):
         await gone
@@ -82,24 +98,26 @@ async def test_a_cancelled_submitter_is_left_out_of_its_group():
 
 
 async def test_writes_that_arrive_while_the_gate_is_held_join_one_group():
-    rec = Recorder(delay=0)
+    rec = Recorder()
     lock = asyncio.Lock()
     writer = GroupCommit(rec, gate=lambda: lock)
     await lock.acquire()  # as if another writer of the same base held its lock
     pending = [asyncio.ensure_future(writer.submit(f"w{i}")) for i in range(3)]
-    await asyncio.sleep(0.01)
+    for _ in range(3):
+        await asyncio.sleep(0)  # every submitter runs up to its wait (no time passes)
     assert writer.waiting == 3 and rec.groups == []
     lock.release()
     await asyncio.gather(*pending)
     assert rec.groups == [["w0", "w1", "w2"]]
 
 
-def _held_for(seconds: float):
-    """A gate that takes a moment to enter, so that every submit of a gather joins one group."""
+def _yielding_gate():
+    """A gate that yields to the loop once before it opens: every submit of a gather
+    (scheduled before the drainer) has queued by then, so they all join one group."""
 
     @asynccontextmanager
     async def gate():
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(0)
         yield
 
     return gate

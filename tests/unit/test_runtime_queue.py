@@ -39,16 +39,18 @@ async def test_an_interrupt_stops_a_long_step_at_once_and_says_why():
     from ktui.core.runtime.queue import InterruptToken
 
     token = InterruptToken()
+    started = asyncio.Event()
     stopped = asyncio.Event()
 
     async def long_step():
+        started.set()
         try:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # never finishes by itself
         finally:
             stopped.set()
 
     running = asyncio.ensure_future(token.run(long_step()))
-    await asyncio.sleep(0.01)
+    await started.wait()
     token.interrupt(InterruptReason.DELETE)
     with pytest.raises(TaskInterrupted, match="delete"):
         await asyncio.wait_for(running, 1)
@@ -56,8 +58,9 @@ async def test_an_interrupt_stops_a_long_step_at_once_and_says_why():
     assert await InterruptToken().run(asyncio.sleep(0, result=7)) == 7  # an ordinary step just runs
     # cancelling the task itself stays a cancellation, not an interruption
     other = InterruptToken()
+    started.clear()
     outer = asyncio.ensure_future(other.run(long_step()))
-    await asyncio.sleep(0.01)
+    await started.wait()
     outer.cancel()
     with pytest.raises(asyncio.CancelledError):
         await outer
