@@ -194,3 +194,17 @@ async def test_a_base_with_ocr_off_leaves_images_out_of_folders(tmp_path, server
         # switching it on is a base setting like any other
         updated = await ks.update_base(base.id, {"ocr_enabled": True, "ocr_languages": "eng", "ocr_max_pages": 10})
         assert (updated.ocr_enabled, updated.ocr_languages, updated.ocr_max_pages) == (True, "eng", 10)
+
+
+async def test_a_missing_language_fails_naming_its_package_before_any_page_is_read(tmp_path, server, scans):
+    """The base asks for a language Tesseract has no model for: the scan fails at once
+    (nothing is recognised), the message names the Debian package to install."""
+    folder, _ = scans
+    async with open_service(tmp_path / "data", server.url) as ks:
+        base = await ks.create_base("Klingon", ocr_languages="eng+tlh")
+        [item] = await ks.add_items(base.id, [ItemInput("file", {"path": str(folder / "photo.jpg")})])
+        assert await ks.wait_idle(timeout=60)
+        failed = await ks.get_item(item.id)
+    assert failed.status == ItemStatus.FAILED
+    assert "OCR language 'tlh' is not installed for Tesseract" in failed.error
+    assert "apt install tesseract-ocr-tlh" in failed.error and "photo.jpg" in failed.error
