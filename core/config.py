@@ -76,6 +76,10 @@ class IngestSettings:
     parse_workers: int = 1  # processes that read and chunk files (0 = threads in the main process)
     parse_timeout: float = 300.0  # seconds one file may take to read and chunk before it fails
     parse_memory_mb: int = 2048  # address space of a parse worker (RLIMIT_AS); past it the file fails
+    # read the next queued files ahead (and embed them into the cache) while the running ones
+    # embed, and group the phase writes of tasks that move on together; off by default: issue
+    # 14 measured no gain beyond the noise on the built-in model (docs/benchmarks.md)
+    pipelining: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +287,7 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         "parse_workers": ("int", 0),
         "parse_timeout": ("float", 1.0),
         "parse_memory_mb": ("int", 256),
+        "pipelining": ("bool", None),
     })
     ocr = p.section(raw, "ocr", OcrSettings, {
         "enabled": ("bool", None),

@@ -57,9 +57,18 @@ class LeafIndexer:
         self.chunk_writes: dict[str, GroupCommit[PendingWrite]] = {}  # base id -> leaves waiting to be stored
         self.phase_writes: GroupCommit[PhaseWrite] = GroupCommit(self._commit_phases)
         self._embed_progress: dict[str, float] = {}  # leaf id -> its latest embedding progress
+        # with `ingest.pipelining` only: measured ON vs OFF (tests/benchmarks/test_bench_speedups.py),
+        # grouping the phase writes did not pay beyond the noise, so by default each goes alone
+        self.group_phase_writes = runtime.settings.ingest.pipelining
 
     def forget_base(self, base_id: str) -> None:
         self.chunk_writes.pop(base_id, None)
+
+    async def _write_phase(self, write: PhaseWrite) -> None:
+        if self.group_phase_writes:
+            await self.phase_writes.submit(write)
+        else:
+            await self._commit_phases([write])
 
     async def run(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
         writes = BackgroundWrite()
@@ -82,7 +91,7 @@ class LeafIndexer:
         token.check()
         # phase writes go out in the background and are awaited before the next write
         # of this item, so reading overlaps the database round trip
-        writes.pending = asyncio.ensure_future(self.phase_writes.submit(PhaseWrite(item, ItemPhase.READING)))
+        writes.pending = asyncio.ensure_future(self._write_phase(PhaseWrite(item, ItemPhase.READING)))
         recorded: ItemData | None = None
         if isinstance(item.data, FileItemData):
             # fingerprint, read, parse and chunk in one worker call, unless it was read ahead
@@ -126,7 +135,7 @@ class LeafIndexer:
         token.check()
         await writes.wait()
         writes.pending = asyncio.ensure_future(
-            self.phase_writes.submit(PhaseWrite(item, ItemPhase.EMBEDDING, progress=0.0))
+            self._write_phase(PhaseWrite(item, ItemPhase.EMBEDDING, progress=0.0))
         )
 
         def progress(done: int, total: int) -> None:

@@ -59,7 +59,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-READ_AHEAD_FILES = 64  # files read (and embedded) ahead: a provider batch, whatever `concurrency` is
+# With `ingest.pipelining`: files read (and embedded) ahead, a provider batch whatever
+# `concurrency` is. Off by default: measured ON vs OFF on the built-in model and through a
+# zero-latency server (tests/benchmarks/test_bench_speedups.py), it did not pay beyond the noise.
+READ_AHEAD_FILES = 64
 
 
 class KnowledgeRuntimeService:
@@ -95,7 +98,9 @@ class KnowledgeRuntimeService:
                                     settings.ingest.parse_memory_mb)
         self.read_ahead = ReadAhead(
             self.queue, items, self.parse_pool, settings.ingest,
-            depth=max(settings.concurrency, READ_AHEAD_FILES), embed_ahead=self.indexer.embed_ahead,
+            # off unless `ingest.pipelining` (see READ_AHEAD_FILES)
+            depth=max(settings.concurrency, READ_AHEAD_FILES) if settings.ingest.pipelining else 0,
+            embed_ahead=self.indexer.embed_ahead,
             ocr_for=lambda base: ocr_options_for(settings, base),
         )
 

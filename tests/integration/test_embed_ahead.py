@@ -12,11 +12,23 @@ from ktui.core.config import ProviderConfig, Settings
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.models import ANY_GROUP, ItemInput
 from tests.support.embedding_server import deterministic_vectors, embedding_server_fixture
-from tests.support.services import open_service, write_files
+from tests.support.services import open_service as _open_service
+from tests.support.services import write_files
 
 DIMS = 16
 
 server = embedding_server_fixture(DIMS)
+
+
+def open_service(data_dir, server_url, **overrides):
+    """Read-ahead runs only with `ingest.pipelining` (off by default since issue 14's
+    measurements): these tests are about it, so they switch it on."""
+    from dataclasses import replace
+
+    from ktui.core.config import IngestSettings
+
+    overrides["ingest"] = replace(overrides.get("ingest", IngestSettings()), pipelining=True)
+    return _open_service(data_dir, server_url, **overrides)
 
 
 async def fetch_started(svc: EmbeddingService) -> None:

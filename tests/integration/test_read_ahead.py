@@ -11,9 +11,21 @@ import pytest
 
 from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
 from tests.support.embedding_server import embedding_server_fixture
-from tests.support.services import open_service, write_files
+from tests.support.services import open_service as _open_service
+from tests.support.services import write_files
 
 server = embedding_server_fixture(32)
+
+
+def open_service(data_dir, server_url, **overrides):
+    """Read-ahead runs only with `ingest.pipelining` (off by default since issue 14's
+    measurements): these tests are about it, so they switch it on."""
+    from dataclasses import replace
+
+    from ktui.core.config import IngestSettings
+
+    overrides["ingest"] = replace(overrides.get("ingest", IngestSettings()), pipelining=True)
+    return _open_service(data_dir, server_url, **overrides)
 
 
 async def leaves_by_path(ks, base_id) -> dict[str, object]:
