@@ -15,7 +15,12 @@ are read on the held-out half:
 
 The MiniLM run needs a server: set KTUI_BENCH_OPENAI_URL (e.g. http://127.0.0.1:7997/v1,
 infinity from /work/shared/realpeers) and KTUI_BENCH_OPENAI_MODEL (e.g. all-minilm);
-it is skipped otherwise. Nothing here asserts a figure.
+it is skipped otherwise. KTUI_BENCH_SETS=english (or multilingual) measures one set
+only (all-MiniLM is an English model, and its ~11,000 English chunks alone take most
+of an hour to embed on 2 shared cores). Nothing here asserts a figure.
+
+The multilingual set also prints its held-out CJK pages alone (Japanese, Chinese,
+Korean queries; every page of the set stays a distractor).
 """
 
 from __future__ import annotations
@@ -33,6 +38,14 @@ from tests.benchmarks.search_quality.harness import IndexedSet, base_for_model, 
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]  # indexing ~3k chunks, ~2k searches
 
 MODES = (SearchMode.DEFAULT, SearchMode.BM25, SearchMode.HYBRID)
+CJK_LANGUAGES = ("ja", "zh_CN", "zh_TW", "ko")
+
+
+def _sets():
+    """The sets to measure: KTUI_BENCH_SETS=english,multilingual (default both)."""
+    wanted = os.environ.get("KTUI_BENCH_SETS", "english,multilingual").split(",")
+    loaders = {"english": english_set, "multilingual": multilingual_set}
+    return [loaders[name.strip()]() for name in wanted if name.strip() in loaders]
 
 
 async def _report(indexed: IndexedSet, *, mrr_target: float | None, recall_target: float | None) -> None:
@@ -40,7 +53,11 @@ async def _report(indexed: IndexedSet, *, mrr_target: float | None, recall_targe
     print(f"\n== {indexed.dataset.name}: {len(indexed.dataset.pages)} pages, {len(indexed.chunk_texts)} chunks "
           f"({base.chunk_size}/{base.chunk_overlap} tokens), model {base.embedding_model_id}, "
           f"default mode {base.search_mode.value}; indexed in {indexed.index_seconds:.1f} s")
-    for split, queries in (("dev", indexed.dataset.dev), ("held-out", indexed.dataset.held_out)):
+    splits = [("dev", indexed.dataset.dev), ("held-out", indexed.dataset.held_out)]
+    cjk = [p for p in indexed.dataset.held_out if p.language in CJK_LANGUAGES]
+    if cjk and len(cjk) < len(indexed.dataset.held_out):  # the CJK pages alone (every page stays a distractor)
+        splits.append(("held-out CJK (ja, zh_CN, zh_TW, ko)", cjk))
+    for split, queries in splits:
         baseline = await indexed.baseline(queries)
         ours = {mode.value: await indexed.ktui(queries, mode) for mode in MODES}
         print(f"  {split} ({len(queries)} queries)   MRR@10 / recall@10    baseline")
@@ -59,7 +76,7 @@ async def _report(indexed: IndexedSet, *, mrr_target: float | None, recall_targe
 
 async def _run(tmp_path, model_id: str, settings, *, mrr_target, recall_target) -> None:
     async with EmbeddingService(settings) as embeddings:
-        for dataset in (english_set(), multilingual_set()):
+        for dataset in _sets():
             if dataset is None:
                 print("\n(corpus not installed: skipped)")
                 continue

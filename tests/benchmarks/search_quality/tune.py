@@ -56,7 +56,7 @@ async def main() -> None:
                 for method in FusionMethod:
                     for pool in (200,):
                         row = []
-                        for alpha in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
+                        for alpha in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
                             fused = [fuse(v[:pool], k[:pool], method=method, alpha=alpha, limit=50) for v, k in sides]
                             row.append(f"a{alpha}: {score(fused)}")
                         print(f"  {method.value:<6} pool {pool:<3} " + "  ".join(row), flush=True)
