@@ -8,9 +8,9 @@ keys small (32 bytes) whatever the chunk length; the NUL separator keeps
 
 Persistent layer: `embedding-cache.sqlite` in the data directory, one row per key
 with the float32 vector as a BLOB, bounded to `persistent_entries` rows (the
-oldest inserted rows are evicted first). All SQLite work runs in a worker thread
-(`asyncio.to_thread`) in batches of at most 500 keys, so the event loop never
-waits on disk. The cache is an optimisation: if the file cannot be opened or
+oldest inserted rows are evicted first). All SQLite work runs on the cache's own
+connection thread (`ktui.core.sqlite_thread`, the helper the catalogue uses too) in
+batches of at most 500 keys, so the event loop never waits on disk. The cache is an optimisation: if the file cannot be opened or
 written (read-only disk, corruption), it is switched off with a warning and
 embedding carries on.
 """
@@ -21,15 +21,18 @@ import asyncio
 import hashlib
 import logging
 import sqlite3
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
+from ktui.core.sqlite_thread import ThreadConnection
 from ktui.core.storage_faults import rollback_quietly
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -81,40 +84,47 @@ class MemoryLRU:
 
 
 class DiskCache:
-    """The SQLite layer. Synchronous: call it from a worker thread (EmbeddingCache does)."""
+    """The SQLite layer, on its own thread: the connection lives on one worker thread
+    (`ktui.core.sqlite_thread.ThreadConnection`, the helper the catalogue uses too),
+    opened on first use; every call is one hop to it, so calls never overlap."""
 
     def __init__(self, path: Path, max_entries: int):
         self.path = path
         self.max_entries = max_entries
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self._thread: ThreadConnection | None = None
+        self._opening = asyncio.Lock()
         self._count: int | None = None
         self.disabled = max_entries <= 0
 
     def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, timeout=10.0, isolation_level=None)
+        """Runs on the connection's own thread."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+        try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
-            self._conn = conn
             self._count = conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
-        return self._conn
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
-    def _guard(self, what: str, fn):  # type: ignore[no-untyped-def]
+    async def _guard(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T | None:
         if self.disabled:
             return None
-        with self._lock:
-            try:
-                return fn(self._connect())
-            except (sqlite3.Error, OSError) as exc:
-                log.warning("embedding cache %s disabled after a failed %s: %s", self.path, what, exc)
-                self.disabled = True
-                self._close_locked()
-                return None
+        try:
+            async with self._opening:
+                if self._thread is None:
+                    self._thread = await ThreadConnection.open(self._connect, name="ktui-embedding-cache")
+            return await self._thread.call(fn)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("embedding cache %s disabled after a failed %s: %s", self.path, what, exc)
+            self.disabled = True
+            await self.close()
+            return None
 
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+    async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         def run(conn: sqlite3.Connection) -> dict[bytes, np.ndarray]:
             found: dict[bytes, np.ndarray] = {}
             for i in range(0, len(keys), _SQL_BATCH):
@@ -128,9 +138,9 @@ class DiskCache:
                         found[bytes(key)] = vec.astype(np.float32)  # own, writable copy
             return found
 
-        return self._guard("read", run) or {}
+        return await self._guard("read", run) or {}
 
-    def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None:
+    async def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None:
         if not items:
             return
 
@@ -158,21 +168,18 @@ class DiskCache:
                 rollback_quietly(conn)
                 raise
 
-        self._guard("write", run)
+        await self._guard("write", run)
 
-    def count(self) -> int:
-        return self._guard("count", lambda c: c.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]) or 0
+    async def count(self) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])
 
-    def _close_locked(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            finally:
-                self._conn = None
+        return await self._guard("count", run) or 0
 
-    def close(self) -> None:
-        with self._lock:
-            self._close_locked()
+    async def close(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            await thread.close()
 
 
 class EmbeddingCache:
@@ -195,7 +202,7 @@ class EmbeddingCache:
             else:
                 found[k] = v
         if missing and self.disk is not None and not self.disk.disabled:
-            from_disk = await asyncio.to_thread(self.disk.get_many, list(dict.fromkeys(missing)))
+            from_disk = await self.disk.get_many(list(dict.fromkeys(missing)))
             for k, v in from_disk.items():
                 self.memory.put(k, v)
             found.update(from_disk)
@@ -219,7 +226,7 @@ class EmbeddingCache:
     async def _drain(self) -> None:
         while self._buffer and self.disk is not None:
             batch, self._buffer = self._buffer, []
-            await asyncio.to_thread(self.disk.put_many, batch)
+            await self.disk.put_many(batch)
 
     async def flush(self) -> None:
         """Wait until every buffered vector is on disk."""
@@ -231,4 +238,4 @@ class EmbeddingCache:
     async def aclose(self) -> None:
         await self.flush()
         if self.disk is not None:
-            await asyncio.to_thread(self.disk.close)
+            await self.disk.close()

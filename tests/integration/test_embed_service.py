@@ -123,17 +123,17 @@ def test_parse_model_id(tmp_path):
     assert not no_ollama.has_model_provider("ollama::anything")
 
 
-def test_disk_cache_is_bounded_oldest_first(tmp_path):
+async def test_disk_cache_is_bounded_oldest_first(tmp_path):
     disk = DiskCache(tmp_path / "c.sqlite", max_entries=5)
     vec = np.arange(4, dtype=np.float32)
     for i in range(8):
-        disk.put_many([(cache_key("m", f"t{i}"), vec + i)])
-    assert disk.count() == 5
-    got = disk.get_many([cache_key("m", f"t{i}") for i in range(8)])
+        await disk.put_many([(cache_key("m", f"t{i}"), vec + i)])
+    assert await disk.count() == 5
+    got = await disk.get_many([cache_key("m", f"t{i}") for i in range(8)])
     assert sorted(int(v[0]) for v in got.values()) == [3, 4, 5, 6, 7]
-    disk.put_many([(cache_key("m", f"t{i}"), vec) for i in range(100, 120)])  # a batch larger than the bound
-    assert disk.count() == 5
-    disk.close()
+    await disk.put_many([(cache_key("m", f"t{i}"), vec) for i in range(100, 120)])  # a batch larger than the bound
+    assert await disk.count() == 5
+    await disk.close()
 
 
 async def test_unusable_cache_file_disables_disk_cache_but_embedding_works(tmp_path, server):
