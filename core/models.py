@@ -524,6 +524,7 @@ class QueueStats:
     chunks_per_second: float
     chunks: int = 0  # chunks stored since the service opened (running total, for progress bars)
     paused: str | None = None  # why the queue starts no new work (e.g. "no space left on device: PATH")
+    slow: tuple[str, ...] = ()  # a line per provider that ktui is pacing down (timeouts, "too busy")
 
 
 Event = ItemChanged | ItemsAdded | ItemsRemoved | BaseChanged | BaseRemoved | QueueStats

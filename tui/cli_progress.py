@@ -263,6 +263,7 @@ class Follower:
         self._newly_failed: list[str] = []
         self.ocr = PageCounter()
         self.below: set[str] = set()  # items that existed below a followed folder: counted once they change
+        self.slow: tuple[str, ...] = ()  # providers being paced down: a line when one becomes slow
 
     def apply(self, event: Any) -> None:
         tally = self.tally
@@ -283,6 +284,9 @@ class Follower:
                 self.ocr.set(item_id, None)
         elif isinstance(event, QueueStats):
             self.chunks = max(0, event.chunks - self._chunks_at_start)
+            if len(event.slow) > len(self.slow):  # one line when a provider becomes slow, not per figure
+                self.progress.line(f"slow    {event.slow[-1]}")
+            self.slow = event.slow
 
     async def report_failures(self) -> None:
         """One line per item that failed since the last call (one lookup each, failures only)."""

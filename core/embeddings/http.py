@@ -15,11 +15,14 @@ import json
 import os
 import random
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import numpy as np
 
 from ktui.core.config import ProviderConfig
+from ktui.core.embeddings.pacing import ProviderPacing
 from ktui.core.errors import (
     EmbeddingShapeError,
     ModelNotFoundError,
@@ -31,6 +34,11 @@ DEFAULT_RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt
 MAX_RETRY_DELAY = 8.0
 RETRY_BASE_DELAY_ENV = "KTUI_RETRY_BASE_DELAY"  # tests set this to keep backoff short
 _RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
+_BUSY_STATUSES = {429, 503}  # the server says it is overloaded: slow down, not only retry
+
+
+class _Overloaded(Exception):
+    """A multi-text request timed out: split it rather than send it whole again."""
 
 
 def default_retry_base_delay() -> float:
@@ -93,7 +101,7 @@ class ProviderHttp:
         self.base_url = config.base_url.rstrip("/")
         self.retry_base_delay = default_retry_base_delay() if retry_base_delay is None else retry_base_delay
         self._client: httpx.AsyncClient | None = None
-        self._sem: asyncio.Semaphore | None = None
+        self.pacing = ProviderPacing(config.name, config.concurrency)
 
     @property
     def label(self) -> str:
@@ -127,36 +135,60 @@ class ProviderHttp:
                                              trust_env=not loopback)
         return self._client
 
-    def _get_sem(self) -> asyncio.Semaphore:
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(max(1, self.config.concurrency))
-        return self._sem
+    async def send_paced(self, texts: list[str], send: Callable[[list[str]], Awaitable[np.ndarray]]) -> np.ndarray:
+        """Embed `texts` with `send(part)` in requests the provider can take right now.
+
+        Parts are at most the pacing's batch cap; a part that times out is split in
+        two and each half sent (one after the other: the server is struggling)
+        instead of being sent whole again. `send` must pass `texts=len(part)` to
+        `request_json`.
+        """
+        limit = self.pacing.batch_limit
+        if limit is not None and len(texts) > limit:
+            parts = [texts[i : i + limit] for i in range(0, len(texts), limit)]
+            return np.concatenate(await asyncio.gather(*(self.send_paced(p, send) for p in parts)))
+        try:
+            return await send(texts)
+        except _Overloaded:
+            half = len(texts) // 2
+            first = await self.send_paced(texts[:half], send)
+            return np.concatenate([first, await self.send_paced(texts[half:], send)])
 
     async def request_json(self, method: str, url: str, payload: Any = None, *,
-                           model: str | None = None, not_found_hint: str | None = None) -> Any:
+                           model: str | None = None, not_found_hint: str | None = None,
+                           texts: int = 1) -> Any:
         """Send one request (with retries) and return the decoded JSON body.
 
         `not_found_hint` is appended to a 404's ModelNotFoundError (e.g. "run
         `ollama pull m`"). Every error message has credentials in URLs redacted: it is
-        shown to users and stored as an item's error.
+        shown to users and stored as an item's error. `texts`: how many texts the
+        request carries; one of several that times out raises `_Overloaded` for
+        `send_paced` to split, instead of being retried whole.
         """
         try:
-            return await self._request_json(method, url, payload, model=model, not_found_hint=not_found_hint)
+            return await self._request_json(method, url, payload, model=model, not_found_hint=not_found_hint,
+                                            texts=texts)
         except ProviderError as exc:
             exc.args = (redact_secrets(str(exc)),)
             raise
 
     async def _request_json(self, method: str, url: str, payload: Any, *,
-                            model: str | None, not_found_hint: str | None) -> Any:
+                            model: str | None, not_found_hint: str | None, texts: int) -> Any:
         attempts = self.config.max_retries + 1
         last: str = ""
         last_status: int | None = None
         last_detail = ""
+        tried = 0
         for attempt in range(attempts):
+            tried = attempt + 1
             retry_after: float | None = None
+            pacing = self.pacing
+            await pacing.acquire()
             try:
-                async with self._get_sem():
+                try:
                     resp = await self._get_client().request(method, url, json=payload)
+                finally:
+                    pacing.release()
             except httpx.ConnectError as exc:
                 raise ProviderUnavailableError(
                     f"Cannot reach the {self.label} at {self.shown_url} ({_excerpt(str(exc)) or 'connection refused'}). "
@@ -164,12 +196,16 @@ class ProviderHttp:
                 ) from None
             except httpx.TimeoutException:
                 last, last_status = f"timed out after {self.config.timeout:g}s", None
+                pacing.overloaded(texts)
+                if texts > 1:
+                    raise _Overloaded from None
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
                 last, last_status = f"connection dropped ({_excerpt(str(exc)) or type(exc).__name__})", None
             except httpx.HTTPError as exc:
                 raise ProviderError(f"The {self.label} request to {url} failed: {_excerpt(str(exc))}") from None
             else:
                 if resp.status_code < 300:
+                    pacing.succeeded(texts)
                     try:
                         return resp.json()
                     except (ValueError, UnicodeDecodeError):
@@ -182,22 +218,28 @@ class ProviderHttp:
                     last = f"HTTP {resp.status_code}: {detail}"
                     last_status, last_detail = resp.status_code, detail
                     retry_after = _retry_after(resp)
+                    if resp.status_code in _BUSY_STATUSES:
+                        pacing.overloaded(texts)
                 else:
                     raise self._status_error(resp.status_code, detail, url, model, not_found_hint)
             if attempt + 1 < attempts:
+                if not pacing.take_retry():
+                    last += (f" (no retry: the {self.label} has failed too often lately; "
+                             "ktui stops re-sending until requests succeed again)")
+                    break
                 await asyncio.sleep(self._backoff(attempt, retry_after))
         if last_status is not None and last_status >= 500:
             # the server's own failure: its message is the cause, not our load on it
             raise ProviderError(
                 f"The {self.label} at {url}: the server failed: {last_detail} "
-                f"(HTTP {last_status}, {attempts} attempt(s)). Next: check the server's log.", status=last_status)
+                f"(HTTP {last_status}, {tried} attempt(s)). Next: check the server's log.", status=last_status)
         hint = (
             f"raise providers.{self.config.name}.timeout"
             if last.startswith("timed out")
             else f"lower providers.{self.config.name}.concurrency or batch_size, or try again later"
         )
         err_cls = ProviderUnavailableError if last.startswith(("timed out", "connection")) else ProviderError
-        raise err_cls(f"The {self.label} at {url} failed after {attempts} attempt(s): {last}. Next: {hint}.")
+        raise err_cls(f"The {self.label} at {url} failed after {tried} attempt(s): {last}. Next: {hint}.")
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         delay: float = min(MAX_RETRY_DELAY, self.retry_base_delay * (2 ** attempt))

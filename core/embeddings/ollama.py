@@ -26,12 +26,17 @@ class OllamaProvider(EmbeddingProvider):
         return f"run `ollama pull {model}` on the machine serving {self.http.shown_url}"
 
     async def embed(self, model: str, texts: list[str]) -> np.ndarray:
+        """Vectors for `texts`, in as many requests as the provider's pacing allows."""
+        return await self.http.send_paced(texts, lambda part: self._embed_once(model, part))
+
+    async def _embed_once(self, model: str, texts: list[str]) -> np.ndarray:
         body = await self.http.request_json(
             "POST",
             join_url(self.http.base_url, "/api/embed"),
             {"model": model, "input": texts, "truncate": True},
             model=model,
             not_found_hint=self._pull_hint(model),
+            texts=len(texts),
         )
         where = f"Ollama model '{model}' at {self.http.shown_url}"
         if not isinstance(body, dict) or "embeddings" not in body:

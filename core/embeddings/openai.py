@@ -33,6 +33,10 @@ class OpenAIProvider(EmbeddingProvider):
         self.floats_only = False  # set when this server refused base64
 
     async def embed(self, model: str, texts: list[str]) -> np.ndarray:
+        """Vectors for `texts`, in as many requests as the provider's pacing allows."""
+        return await self.http.send_paced(texts, lambda part: self._embed_once(model, part))
+
+    async def _embed_once(self, model: str, texts: list[str]) -> np.ndarray:
         if self.floats_only:
             body = await self._request(model, texts, "float")
         else:
@@ -64,7 +68,7 @@ class OpenAIProvider(EmbeddingProvider):
         payload: dict[str, object] = {"model": model, "input": texts, "encoding_format": encoding_format}
         if self.config.dimensions is not None:
             payload["dimensions"] = self.config.dimensions
-        return await self.http.request_json("POST", self.embeddings_url, payload, model=model)
+        return await self.http.request_json("POST", self.embeddings_url, payload, model=model, texts=len(texts))
 
     async def list_models(self) -> list[EmbeddingModelInfo]:
         """The configured `models` if any (no request), else the server's `/v1/models`."""

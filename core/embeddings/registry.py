@@ -179,6 +179,17 @@ class EmbeddingService:
     def _batch_size(self, config: ProviderConfig) -> int:
         return max(1, config.batch_size or self.settings.embeddings.batch_size)
 
+    def slow_providers(self) -> tuple[str, ...]:
+        """A line for each provider being paced down right now (timeouts, "too busy"):
+        shown in the queue figures instead of items failing one after another."""
+        found: list[str] = []
+        for provider in [*self._embedders.values(), *self._rerankers.values()]:
+            http = getattr(provider, "http", None)
+            state = http.pacing.state() if http is not None else None
+            if state is not None:
+                found.append(state.describe())
+        return tuple(found)
+
     # --- embedding ----------------------------------------------------------
 
     @property

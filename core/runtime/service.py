@@ -88,7 +88,7 @@ class KnowledgeRuntimeService:
         self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency)
         self.queue.on_change = self._queue_changed
         self._locks: dict[str, asyncio.Lock] = {}
-        self.figures = QueueFigures(self.queue, bus)
+        self.figures = QueueFigures(self.queue, bus, slow=embeddings.slow_providers)
         self._closed = False
         self.indexer = LeafIndexer(self)
         self.preparer = ContainerPreparer(self)

@@ -47,10 +47,12 @@ class ChunkRate:
 class QueueFigures:
     """Builds `QueueStats` from the queue and the rate, and publishes it time-batched."""
 
-    def __init__(self, queue: TaskQueue, bus: EventBus, rate: ChunkRate | None = None):
+    def __init__(self, queue: TaskQueue, bus: EventBus, rate: ChunkRate | None = None,
+                 slow: Callable[[], tuple[str, ...]] = tuple):
         self.queue = queue
         self.bus = bus
         self.rate = rate or ChunkRate()
+        self.slow = slow  # the providers being paced down (EmbeddingService.slow_providers)
         self._handle: asyncio.TimerHandle | None = None
         self._last = 0.0
 
@@ -67,6 +69,7 @@ class QueueFigures:
             chunks_per_second=round(self.rate.per_second(), 1),
             chunks=self.rate.total,
             paused=self.queue.paused,
+            slow=self.slow(),
         )
 
     def changed(self) -> None:

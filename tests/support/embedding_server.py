@@ -18,7 +18,9 @@ similar, so search results in tests are meaningful and predictable.
 Fault injection (``handle.faults``) lets other suites exercise provider failures:
 queued one-shot faults (``fail``, ``wrong_width``, ``empty_vectors``,
 ``wrong_shape``, ``drop_connection``, ``slow``, and ``ok`` to let requests through first) are consumed by the next matching requests in
-order; ``delay`` slows every request until cleared.
+order; ``delay`` slows every request until cleared; ``delay_per_text`` slows each
+embedding request by a time per input text (a server that makes one upstream call
+per text, like ollama-proxy-plus), until cleared.
 
 Why a raw asyncio server rather than ``http.server``: the runtime benchmark needs
 >= 5,000 embeddings/s and ``BaseHTTPRequestHandler`` spends most of its time in
@@ -133,6 +135,7 @@ class Faults:
         self._lock = threading.Lock()
         self._queue: list[_Fault] = []
         self._delay = 0.0
+        self._per_text = 0.0
 
     # -- the knobs ---------------------------------------------------------
     def fail(self, status: int = 500, times: int = 1, body: str | None = None) -> None:
@@ -168,10 +171,16 @@ class Faults:
         with self._lock:
             self._delay = float(seconds)
 
+    def delay_per_text(self, seconds: float) -> None:
+        """Sleep `seconds` per input text before answering an embedding request, until cleared."""
+        with self._lock:
+            self._per_text = float(seconds)
+
     def clear(self) -> None:
         with self._lock:
             self._queue.clear()
             self._delay = 0.0
+            self._per_text = 0.0
 
     @property
     def pending(self) -> int:
@@ -200,7 +209,7 @@ class Faults:
         """Apply a control-endpoint call: {"op": name, ...kwargs}."""
         op = spec.pop("op")
         if op not in {"fail", "wrong_width", "empty_vectors", "wrong_shape", "drop_connection", "ok", "slow",
-                      "delay", "clear"}:
+                      "delay", "delay_per_text", "clear"}:
             raise ValueError(f"unknown fault op {op!r}")
         getattr(self, op)(**spec)
 
@@ -237,6 +246,9 @@ class _RemoteFaults:
 
     def delay(self, seconds: float) -> None:
         self._send("delay", seconds=seconds)
+
+    def delay_per_text(self, seconds: float) -> None:
+        self._send("delay_per_text", seconds=seconds)
 
     def clear(self) -> None:
         self._send("clear")
@@ -286,6 +298,13 @@ class EmbeddingServerCore:
             if is_embed:
                 self.request_count += 1
         fault, delay = self.faults._take(is_embed)
+        per_text = self.faults._per_text
+        if is_embed and per_text:
+            try:
+                sent = json.loads(body).get("input")
+            except (ValueError, AttributeError):
+                sent = None
+            delay += per_text * (len(sent) if isinstance(sent, list) else 1)
         if fault is not None and fault.kind == "slow":
             delay += fault.params["seconds"]
         if fault is not None and fault.kind == "drop":

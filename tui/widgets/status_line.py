@@ -90,6 +90,10 @@ class StatusLine(Horizontal):
             t.append("  ETA " + (format_duration(self.eta) if self.eta is not None else "estimating…"))
         else:
             t.append("  idle", "dim")
+        if s.paused:
+            t.append(f"  paused: {s.paused}", "bold yellow")
+        for line in s.slow:
+            t.append(f"  {line}", "yellow")
         t.append(" ")
         return t
 
