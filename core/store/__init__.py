@@ -7,7 +7,7 @@ live in `ktui.core.search`.
 from .base_store import BaseStore
 from .connection import VectorShapeError
 from .manager import StoreManager
-from .matrix import Tuning
+from .matrix_files import Tuning
 from .sidecar import MatrixInfo
 
 __all__ = [

@@ -28,7 +28,8 @@ from typing import Self
 from ktui.core.errors import StoreDamagedError, StoreError
 
 from .checks import StoreChecks
-from .matrix import Tuning, VectorIndex
+from .matrix import VectorIndex
+from .matrix_files import Tuning
 from .queries import ChunkQueries
 from .schema import connect, remove_store_files
 from .writes import ChunkWrites

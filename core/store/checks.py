@@ -14,8 +14,9 @@ import numpy as np
 from ktui.core.errors import StoreError
 from ktui.core.search.keyword import has_terms
 
-from .matrix import VectorIndex, normalise, quantise
+from .matrix import VectorIndex
 from .sidecar import MatrixSidecar
+from .vector_search import normalise, quantise
 
 
 class StoreChecks(MatrixSidecar):

@@ -23,7 +23,8 @@ import numpy as np
 from ktui.core.errors import StoreDamagedError, StoreError
 from ktui.core.storage_faults import storage_error
 
-from .matrix import MatrixFiles, Tuning, VectorIndex
+from .matrix import VectorIndex
+from .matrix_files import MatrixFiles, Tuning
 from .rows import is_corruption
 
 

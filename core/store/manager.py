@@ -11,7 +11,7 @@ from pathlib import Path
 from ktui.core.errors import StoreDamagedError, StoreError
 
 from .base_store import BaseStore
-from .matrix import Tuning
+from .matrix_files import Tuning
 
 _BASE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 

@@ -19,36 +19,39 @@ files (renamed into place, so searches holding the old mapping stay valid).
 Row order follows the chunk table's AUTOINCREMENT ``seq``, which is never
 reused, so the row of a ``seq`` is found by binary search.
 
+The file format is in ``matrix_files.py``, the search math in
+``vector_search.py``; this module keeps the index in step with the store.
+
 Not thread-safe on its own: the owning BaseStore serialises every mutation
 under its lock and hands searches an immutable :class:`Snapshot`.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-try:  # SIMD int8 kernels; the numpy fallback is correct but slower.
-    import simsimd as _simsimd
-except ImportError:  # pragma: no cover - simsimd is a declared dependency
-    _simsimd = None  # type: ignore[assignment]
-
-HEADER_SIZE = 4096
-MAGIC = b"KTUIVEC1"
-FORMAT_VERSION = 1
-# magic, version, dims, rows, live, generation, store uuid, i8 crc, rows crc
-_HEADER = struct.Struct("<8sIIQQq32sII")
-ROW_DTYPE = np.dtype([("seq", "<i8"), ("scale", "<f4"), ("flags", "<u4")])
-FLAG_DEAD = 1
-
+from .matrix_files import (
+    _HEADER,
+    FLAG_DEAD,
+    FORMAT_VERSION,
+    HEADER_SIZE,
+    MAGIC,
+    ROW_DTYPE,
+    Expected,
+    MatrixFiles,
+    StaleMatrix,
+    Tuning,
+    as_bytes,
+    crc,
+    pwrite_all,
+)
+from .vector_search import Snapshot, map_rows, normalise, quantise
 
 _STATE_FIELDS = (
     "_n",
@@ -64,112 +67,6 @@ _STATE_FIELDS = (
     "_mapped_rows",
     "generation",
 )
-
-
-class StaleMatrix(Exception):
-    """The persisted matrix cannot be trusted; ``str(exc)`` says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Tuning:
-    """Search and maintenance knobs (defaults measured at 100k x 768 on 2 cores)."""
-
-    rescore: int = 128  # float32 re-scoring candidates (at least 4*k are used)
-    exact_below: int = 4096  # below this many rows, score float32 directly
-    compact_min_dead: int = 1024  # compact when this many tombstones ...
-    compact_ratio: float = 0.25  # ... and they exceed this share of the rows
-    # SimSIMD threads per query. One: on a busy machine (a laptop that is indexing) its
-    # OpenMP threads spin-wait for a core and a query took 24 ms instead of ~1 ms at
-    # 10k rows; two threads were never faster on 2 cores (tests/benchmarks/test_bench_search_busy.py).
-    threads: int = 1
-    verify_samples: int = 8  # rows checked against SQLite when loading
-
-
-@dataclass(frozen=True, slots=True)
-class MatrixFiles:
-    """The three files of a persisted matrix, next to ``<base>.sqlite``."""
-
-    f32: Path  # header + normalised float32 rows (memory-mapped)
-    i8: Path  # int8 rows
-    rows: Path  # per row: seq, scale, flags
-
-    @classmethod
-    def next_to(cls, sqlite_path: Path) -> MatrixFiles:
-        stem = sqlite_path.with_suffix("")
-        return cls(
-            f32=stem.with_name(stem.name + ".vectors.f32"),
-            i8=stem.with_name(stem.name + ".vectors.i8"),
-            rows=stem.with_name(stem.name + ".vectors.rows"),
-        )
-
-    def all(self) -> list[Path]:
-        return [self.f32, self.i8, self.rows]
-
-    def tmp(self) -> MatrixFiles:
-        return MatrixFiles(*(p.with_name(p.name + ".tmp") for p in self.all()))
-
-
-@dataclass(frozen=True, slots=True)
-class Expected:
-    """What SQLite says the matrix must describe."""
-
-    dims: int
-    generation: int
-    store_uuid: str
-    live: int
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """An immutable view for one search, taken under the store lock."""
-
-    i8: np.ndarray  # (n, d) int8
-    scales: np.ndarray  # (n,) float32
-    seq: np.ndarray  # (n,) int64
-    dead: np.ndarray  # positions of tombstones
-    live: int
-    f32: np.ndarray | None  # (n, d) float32 memmap
-
-
-def normalise(vectors: np.ndarray) -> np.ndarray:
-    """Unit-length float32 rows; an all-zero row stays zero (cosine 0 to everything)."""
-    v = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(v, axis=-1, keepdims=True)
-    norms[norms == 0] = 1.0
-    unit: np.ndarray = (v / norms).astype(np.float32, copy=False)
-    return unit
-
-
-def quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 with one scale per row: ``row ~= q * scale``."""
-    rows = np.atleast_2d(rows)
-    maxabs = (
-        np.abs(rows).max(axis=1) if rows.shape[1] else np.zeros(len(rows), np.float32)
-    )
-    scales = (maxabs / 127.0).astype(np.float32)
-    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
-    q = np.rint(rows / safe[:, None])
-    np.clip(q, -127, 127, out=q)
-    return q.astype(np.int8), scales
-
-
-def _as_bytes(data: np.ndarray | bytes | memoryview) -> memoryview:
-    """A flat byte view (no copy for contiguous arrays; fine for empty ones)."""
-    if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))  # type: ignore[arg-type]
-    return memoryview(data).cast("B")
-
-
-def _crc(buf: np.ndarray | bytes, start: int = 0) -> int:
-    return zlib.crc32(_as_bytes(buf), start)
-
-
-def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
-    view = _as_bytes(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
 
 
 class VectorIndex:
@@ -320,12 +217,12 @@ class VectorIndex:
         index._scales = np.zeros(capacity, np.float32)
         if n:
             with open(files.rows, "rb") as fh:
-                got = fh.readinto(_as_bytes(index._rows[:n]))
-            if got != n * ROW_DTYPE.itemsize or _crc(index._rows[:n]) != rows_crc:
+                got = fh.readinto(as_bytes(index._rows[:n]))
+            if got != n * ROW_DTYPE.itemsize or crc(index._rows[:n]) != rows_crc:
                 raise StaleMatrix(f"{files.rows.name} checksum mismatch")
             with open(files.i8, "rb") as fh:
-                got = fh.readinto(_as_bytes(index._i8[:n]))
-            if got != n * dims or _crc(index._i8[:n]) != i8_crc:
+                got = fh.readinto(as_bytes(index._i8[:n]))
+            if got != n * dims or crc(index._i8[:n]) != i8_crc:
                 raise StaleMatrix(f"{files.i8.name} checksum mismatch")
             rows = index._rows[:n]
             seq = rows["seq"]
@@ -345,7 +242,7 @@ class VectorIndex:
         index._read_only = read_only
         index._open_fds()
         if read_only and n:
-            index._map = _map_rows(files.f32, n, dims, opened=f32_file)
+            index._map = map_rows(files.f32, n, dims, opened=f32_file)
             index._mapped_rows = n
         index._verify_sample(fetch_raw)
         return index
@@ -429,9 +326,9 @@ class VectorIndex:
         self._rows_crc = None  # flags changed in place: recounted at the next header write
         # One write covering the touched span (an item's rows are usually adjacent).
         lo, hi = int(pos.min()), int(pos.max()) + 1
-        _pwrite_all(
+        pwrite_all(
             self._fds["rows"],
-            _as_bytes(self._rows[lo:hi]),
+            as_bytes(self._rows[lo:hi]),
             lo * ROW_DTYPE.itemsize,
         )
         self._dead = np.union1d(
@@ -472,7 +369,7 @@ class VectorIndex:
         fresh._rows[:m] = self._rows[keep]
         fresh._rows["flags"][:m] = 0
         fresh._n = fresh._live = m
-        fresh._i8_crc = _crc(fresh._i8[:m])
+        fresh._i8_crc = crc(fresh._i8[:m])
         fresh._rows_crc = None
         fresh.generation = self.generation
         tmp = self.files.tmp()
@@ -486,13 +383,13 @@ class VectorIndex:
             step = 8192
             for start in range(0, m, step):
                 part = np.ascontiguousarray(f32[keep[start : start + step]])  # type: ignore[index]
-                _pwrite_all(
+                pwrite_all(
                     fds["f32"],
-                    _as_bytes(part),
+                    as_bytes(part),
                     HEADER_SIZE + start * self.dims * 4,
                 )
-            _pwrite_all(fds["i8"], _as_bytes(fresh._i8[:m]), 0)
-            _pwrite_all(fds["rows"], _as_bytes(fresh._rows[:m]), 0)
+            pwrite_all(fds["i8"], as_bytes(fresh._i8[:m]), 0)
+            pwrite_all(fds["rows"], as_bytes(fresh._rows[:m]), 0)
             fresh._write_header()
         except BaseException:
             fresh._close_fds()
@@ -535,19 +432,19 @@ class VectorIndex:
         rows = np.zeros(m, ROW_DTYPE)
         rows["seq"], rows["scale"] = seqs, scales
         # Files first (positions are derived from n), then memory.
-        _pwrite_all(
+        pwrite_all(
             self._fds["f32"],
-            _as_bytes(unit),
+            as_bytes(unit),
             HEADER_SIZE + n * self.dims * 4,
         )
-        _pwrite_all(self._fds["i8"], _as_bytes(q), n * self.dims)
-        _pwrite_all(self._fds["rows"], _as_bytes(rows), n * ROW_DTYPE.itemsize)
+        pwrite_all(self._fds["i8"], as_bytes(q), n * self.dims)
+        pwrite_all(self._fds["rows"], as_bytes(rows), n * ROW_DTYPE.itemsize)
         self._i8[n : n + m] = q
         self._scales[n : n + m] = scales
         self._rows[n : n + m] = rows
-        self._i8_crc = _crc(q, self._i8_crc)
+        self._i8_crc = crc(q, self._i8_crc)
         if self._rows_crc is not None:
-            self._rows_crc = _crc(rows, self._rows_crc)
+            self._rows_crc = crc(rows, self._rows_crc)
         self._n += m
         self._live += m
 
@@ -565,7 +462,7 @@ class VectorIndex:
 
     def _write_header(self) -> None:
         if self._rows_crc is None:
-            self._rows_crc = _crc(self._rows[: self._n])
+            self._rows_crc = crc(self._rows[: self._n])
         body = _HEADER.pack(
             MAGIC,
             FORMAT_VERSION,
@@ -577,13 +474,13 @@ class VectorIndex:
             self._i8_crc,
             self._rows_crc,
         )
-        _pwrite_all(self._fds["f32"], body + struct.pack("<I", zlib.crc32(body)), 0)
+        pwrite_all(self._fds["f32"], body + struct.pack("<I", zlib.crc32(body)), 0)
 
     def _f32_view(self, n: int) -> np.ndarray | None:
         if n == 0:
             return None
         if self._map is None or self._mapped_rows < n:
-            self._map = _map_rows(self.files.f32, n, self.dims)
+            self._map = map_rows(self.files.f32, n, self.dims)
             self._mapped_rows = n
         return self._map[:n]
 
@@ -630,110 +527,3 @@ class VectorIndex:
             q, _ = quantise(expect[None, :])
             if not np.array_equal(q[0], self._i8[p]):
                 raise StaleMatrix(f"{self.files.i8.name} row {p} differs from SQLite")
-
-
-def _map_rows(path: Path, n: int, dims: int, opened: Any = None) -> np.ndarray:
-    """The float32 rows, memory-mapped read-only with MADV_RANDOM.
-
-    Re-scoring touches ~128 scattered rows per query; with the kernel's default
-    read-ahead every touched row pulled its neighbours in too, and a few dozen
-    queries at 100k x 768 made the whole float32 file resident (+307 MiB against
-    293 MiB raw). Random advice reads just the pages asked for, so resident memory
-    stays near the int8 copy (and a cold first query reads less)."""
-    length = HEADER_SIZE + n * dims * 4
-    if opened is not None:  # a reader maps the very file it read the header from
-        mapping = _RowMap(opened.fileno(), length, access=mmap.ACCESS_READ)
-    else:
-        with open(path, "rb") as fh:
-            mapping = _RowMap(fh.fileno(), length, access=mmap.ACCESS_READ)
-    if hasattr(mmap, "MADV_RANDOM"):  # not on every platform
-        mapping.madvise(mmap.MADV_RANDOM)
-    return np.ndarray((n, dims), dtype=np.float32, buffer=mapping, offset=HEADER_SIZE)
-
-
-class _RowMap(mmap.mmap):
-    """The float32 file's mapping, counting (roughly) what the queries made resident."""
-
-    touched = 0
-
-
-FAULT_AROUND_BYTES = 64 * 1024  # what Linux maps per page fault of a cached file ("fault-around")
-RESIDENT_BUDGET_BYTES = 32 * 2**20  # float32 pages a base's queries may keep resident
-
-
-def _unmap_touched(rows: np.ndarray, count: int) -> None:
-    """Drop the pages re-scoring touched from this process's resident set, now and then.
-
-    MADV_RANDOM stops read-ahead, but the kernel still maps up to 64 KiB of cached
-    pages around each fault, so 1,000 queries at 100k x 768 made the whole float32
-    file resident all the same (measured: 294 MiB of 293). Once the queries may have
-    touched `RESIDENT_BUDGET_BYTES`, one madvise(MADV_DONTNEED) over the mapping lets
-    them go: they stay in the page cache (the next touch is a minor fault, not a disk
-    read) but stop counting against ktui. One call per few queries, not per row: a
-    system call per touched block cost more than the search itself."""
-    base: object = rows
-    while base is not None and not isinstance(base, mmap.mmap):
-        base = getattr(base, "base", None)
-    if not isinstance(base, _RowMap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    base.touched += count * FAULT_AROUND_BYTES
-    if base.touched < RESIDENT_BUDGET_BYTES:
-        return
-    base.touched = 0
-    try:
-        base.madvise(mmap.MADV_DONTNEED)
-    except (OSError, ValueError):  # closed meanwhile, or refused: only memory is at stake
-        pass
-
-
-def search_snapshot(
-    snap: Snapshot, query_unit: np.ndarray, k: int, tuning: Tuning
-) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` (seqs, cosine scores) best first. Runs without any lock."""
-    n = len(snap.seq)
-    if k <= 0 or snap.live == 0 or snap.f32 is None:
-        return np.empty(0, np.int64), np.empty(0, np.float32)
-    q = np.ascontiguousarray(query_unit, np.float32)
-    if n <= tuning.exact_below:
-        scores = np.asarray(snap.f32 @ q, dtype=np.float32)
-        if len(snap.dead):
-            scores[snap.dead] = -np.inf
-        cand = _top(scores, min(k, snap.live))
-        exact = scores[cand]
-    else:
-        qi, _ = quantise(q[None, :])
-        if _simsimd is not None:
-            dots = np.asarray(
-                _simsimd.cdist(
-                    qi,
-                    snap.i8,
-                    metric="dot",
-                    out_dtype="float32",
-                    threads=tuning.threads,
-                )
-            )[0]
-        else:  # pragma: no cover
-            dots = (snap.i8.astype(np.int32) @ qi[0].astype(np.int32)).astype(
-                np.float32
-            )
-        approx = dots * snap.scales
-        if len(snap.dead):
-            approx[snap.dead] = -np.inf
-        wanted = min(snap.live, max(tuning.rescore, 4 * k))
-        cand = _top(approx, wanted)
-        cand.sort()  # ascending positions: sequential reads from the memmap
-        exact = np.asarray(snap.f32[cand], dtype=np.float32) @ q
-        _unmap_touched(snap.f32, len(cand))
-    order = np.lexsort((cand, -exact))[:k]
-    return snap.seq[cand[order]], exact[order]
-
-
-def _top(scores: np.ndarray, m: int) -> np.ndarray:
-    """Positions of the ``m`` highest finite scores (unordered)."""
-    n = len(scores)
-    if m >= n:
-        idx = np.arange(n)
-    else:
-        idx = np.argpartition(scores, n - m)[n - m :]
-    finite: np.ndarray = idx[np.isfinite(scores[idx])]
-    return finite

@@ -18,9 +18,9 @@ from ktui.core.models import ChunkRecord
 from ktui.core.search.fusion import CANDIDATE_POOL, fuse_scores
 from ktui.core.search.keyword import fts_match_expression
 
-from .matrix import normalise, search_snapshot
 from .rows import batches, id_list, is_corruption, record
 from .sidecar import MatrixSidecar
+from .vector_search import normalise, search_snapshot
 
 log = logging.getLogger(__name__)
 

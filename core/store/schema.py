@@ -18,7 +18,7 @@ from ktui.core.errors import StoreDamagedError, StoreError
 from ktui.core.search.keyword import FTS_TOKENIZER, index_text
 from ktui.core.storage_faults import storage_error
 
-from .matrix import MatrixFiles
+from .matrix_files import MatrixFiles
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ import numpy as np
 from ktui.core.errors import StoreError
 
 from .connection import StoreConnection
-from .matrix import Expected, MatrixFiles, StaleMatrix, VectorIndex
+from .matrix import VectorIndex
+from .matrix_files import Expected, MatrixFiles, StaleMatrix
 from .rows import batches
 
 log = logging.getLogger(__name__)

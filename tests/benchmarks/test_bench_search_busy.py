@@ -35,7 +35,9 @@ CHILD = textwrap.dedent(
     import numpy as np
     from ktui.core.store import Tuning
     from ktui.core.store import matrix
-    from ktui.core.store.matrix import MatrixFiles, VectorIndex, normalise, search_snapshot
+    from ktui.core.store.matrix import VectorIndex
+    from ktui.core.store.matrix_files import MatrixFiles
+    from ktui.core.store.vector_search import normalise, search_snapshot
 
     mode, n, d, queries, root = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
 
@@ -46,7 +48,7 @@ CHILD = textwrap.dedent(
         return 0
 
     if mode == "plain-mmap":  # the peer: no MADV_RANDOM
-        matrix._map_rows = lambda path, rows, dims: np.memmap(
+        matrix.map_rows = lambda path, rows, dims: np.memmap(
             path, dtype=np.float32, mode="r", offset=matrix.HEADER_SIZE, shape=(rows, dims))
 
     rng = np.random.default_rng(3)

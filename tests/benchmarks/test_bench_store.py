@@ -25,7 +25,9 @@ import simsimd
 
 from ktui.core.models import Chunk
 from ktui.core.store import StoreManager, Tuning
-from ktui.core.store.matrix import MatrixFiles, VectorIndex, normalise, search_snapshot
+from ktui.core.store.matrix import VectorIndex
+from ktui.core.store.matrix_files import MatrixFiles
+from ktui.core.store.vector_search import normalise, search_snapshot
 
 pytestmark = pytest.mark.benchmark
 

@@ -16,7 +16,7 @@ import pytest
 
 from ktui.core.models import Chunk
 from ktui.core.store import BaseStore, Tuning
-from ktui.core.store.matrix import MatrixFiles
+from ktui.core.store.matrix_files import MatrixFiles
 
 D = 24
 REPO = Path(__file__).resolve().parents[2]

@@ -7,16 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ktui.core.store.matrix import (
-    Expected,
-    MatrixFiles,
-    StaleMatrix,
-    Tuning,
-    VectorIndex,
-    normalise,
-    quantise,
-    search_snapshot,
-)
+from ktui.core.store.matrix import VectorIndex
+from ktui.core.store.matrix_files import Expected, MatrixFiles, StaleMatrix, Tuning
+from ktui.core.store.vector_search import normalise, quantise, search_snapshot
 
 D = 32
 
