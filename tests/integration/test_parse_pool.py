@@ -70,8 +70,9 @@ async def test_a_crashed_worker_fails_only_its_item(tmp_path):
         await call(pool, small)  # start the worker
         (worker,) = pool._all
         task = asyncio.ensure_future(call(pool, big))
-        await asyncio.sleep(0.2)
-        worker.process.kill()  # the parser process dies mid-read
+        while pool._idle.qsize():  # a condition, not a pause: the request has the worker
+            await asyncio.sleep(0)
+        worker.process.kill()  # the parser process dies mid-read (reading 10 MB takes far longer)
         with pytest.raises(IngestError, match="crashed"):
             await task
         chunks, _ = await call(pool, small)
