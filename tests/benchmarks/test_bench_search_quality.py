@@ -35,7 +35,7 @@ from ktui.core.models import SearchMode
 from tests.benchmarks.search_quality.corpus import cache_dir, english_set, multilingual_set
 from tests.benchmarks.search_quality.harness import IndexedSet, base_for_model, bench_settings, embed_documents
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]  # indexing ~3k chunks, ~2k searches
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(0)]  # no per-test timeout: a remote model may take an hour to index
 
 MODES = (SearchMode.DEFAULT, SearchMode.BM25, SearchMode.HYBRID)
 CJK_LANGUAGES = ("ja", "zh_CN", "zh_TW", "ko")

@@ -2,7 +2,9 @@
 
 Run: .venv/bin/python -m tests.benchmarks.search_quality.tune [openai-url model]
 Prints doc-level MRR@10 / recall@10 on the dev queries for each side alone and for
-RRF / min-max fusion at several alphas and candidate pools.
+each fusion method at several alphas (the candidate pool of core.search.fusion), and
+the alpha that is best on dev. With TUNE_HELD_OUT=1 it then prints the held-out
+figures at the profile's alpha and at the dev-chosen one (acceptance, not tuning).
 """
 
 from __future__ import annotations
@@ -15,10 +17,27 @@ from pathlib import Path
 
 from ktui.core.config import ProviderConfig
 from ktui.core.embeddings import EmbeddingService
-from ktui.core.search.fusion import FusionMethod, fuse
+from ktui.core.search.fusion import CANDIDATE_POOL, DEFAULT_FUSION, FusionMethod, fuse
 
 from .corpus import cache_dir, english_set, multilingual_set
 from .harness import IndexedSet, base_for_model, bench_settings, documents_in_order, embed_documents, item_id, metrics
+
+ALPHAS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+async def sides_of(indexed: IndexedSet, queries):
+    """Each query's vector and bm25 candidates (the pool run_search uses), and a scorer."""
+    qvecs = [await indexed.query_vector(p.query) for p in queries]
+    sides = [(indexed.store.search_vector(v, CANDIDATE_POOL), indexed.store.search_bm25(p.query, CANDIDATE_POOL))
+             for p, v in zip(queries, qvecs, strict=True)]
+    owner = {cid: None for v, k in sides for cid, _ in v + k}
+    items = {r.id: r.item_id for r in indexed.store.fetch(list(owner))}
+    answers = [item_id(p) for p in queries]
+
+    def score(rankings):
+        return metrics([documents_in_order([items[c] for c, _ in r]) for r in rankings], answers)
+
+    return sides, score
 
 
 async def main() -> None:
@@ -37,29 +56,29 @@ async def main() -> None:
             base = await base_for_model(embeddings, model_id)
             with tempfile.TemporaryDirectory() as tmp:
                 indexed = await IndexedSet.build(dataset, base, embeddings, Path(tmp), embed_documents)
-                queries = dataset.dev
-                answers = [item_id(p) for p in queries]
-                qvecs = [await indexed.query_vector(p.query) for p in queries]
-                sides = [(indexed.store.search_vector(v, 300), indexed.store.search_bm25(p.query, 300))
-                         for p, v in zip(queries, qvecs, strict=True)]
-                owner = {}
-                for v, k in sides:
-                    for cid, _ in v + k:
-                        owner[cid] = None
-                items = {r.id: r.item_id for r in indexed.store.fetch(list(owner))}
 
-                def score(rankings, items=items, answers=answers):
-                    return metrics([documents_in_order([items[c] for c, _ in r]) for r in rankings], answers)
-
-                print(f"\n{dataset.name} dev ({len(queries)}), {model_id}")
+                sides, score = await sides_of(indexed, dataset.dev)
+                print(f"\n{dataset.name} dev ({len(dataset.dev)}), {model_id}, chunks {base.chunk_size}/{base.chunk_overlap}")
                 print("  vector", score([v[:50] for v, _ in sides]), " bm25", score([k[:50] for _, k in sides]))
+                best: dict[float, float] = {}
                 for method in FusionMethod:
-                    for pool in (200,):
-                        row = []
-                        for alpha in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
-                            fused = [fuse(v[:pool], k[:pool], method=method, alpha=alpha, limit=50) for v, k in sides]
-                            row.append(f"a{alpha}: {score(fused)}")
-                        print(f"  {method.value:<6} pool {pool:<3} " + "  ".join(row), flush=True)
+                    row = []
+                    for alpha in ALPHAS:
+                        fused = [fuse(v, k, method=method, alpha=alpha, limit=50) for v, k in sides]
+                        figure = score(fused)
+                        if method == DEFAULT_FUSION:
+                            best[alpha] = figure.mrr
+                        row.append(f"a{alpha}: {figure}")
+                    print(f"  {method.value:<6} pool {CANDIDATE_POOL} " + "  ".join(row), flush=True)
+                chosen = max(best, key=lambda a: (best[a], -abs(a - 0.5)))
+                print(f"  best alpha on dev ({DEFAULT_FUSION.value}): {chosen}; the profile's: {base.hybrid_alpha}")
+                if os.environ.get("TUNE_HELD_OUT"):  # acceptance figures for the profile's and the dev-chosen alpha
+                    sides, score = await sides_of(indexed, dataset.held_out)
+                    print(f"  held-out ({len(dataset.held_out)}): vector {score([v[:50] for v, _ in sides])}"
+                          f"  bm25 {score([k[:50] for _, k in sides])}")
+                    for alpha in dict.fromkeys(a for a in (base.hybrid_alpha, chosen) if a is not None):
+                        fused = [fuse(v, k, method=DEFAULT_FUSION, alpha=alpha, limit=50) for v, k in sides]
+                        print(f"    hybrid a{alpha}: {score(fused)}", flush=True)
                 indexed.close()
 
 
