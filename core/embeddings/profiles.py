@@ -17,10 +17,11 @@ in the settings file::
     search_mode = "hybrid"     # default for new bases on this model
     hybrid_alpha = 0.7
 
-Recommended modes and alphas for the built-in model and all-MiniLM-L6-v2 were
-measured on the search benchmark (tests/benchmarks/test_bench_search_quality.py, dev
-half); for other families they follow the same rule (strong transformer encoders:
-vector-weighted hybrid) and are not measured here.
+Recommended modes and alphas for the built-in model (hybrid α 0.3) and
+all-MiniLM-L6-v2 (hybrid α 0.7, flat to 0.8) were measured on the search benchmark
+(tests/benchmarks/test_bench_search_quality.py and search_quality/tune.py, dev half;
+held-out figures in docs/store.md); other families follow the same rule (strong
+transformer encoders: vector-weighted hybrid) and are not measured here.
 """
 
 from __future__ import annotations
