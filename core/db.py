@@ -136,7 +136,20 @@ ALTER TABLE knowledge_base ADD COLUMN ocr_languages TEXT CHECK (ocr_languages IS
 ALTER TABLE knowledge_base ADD COLUMN ocr_max_pages INTEGER CHECK (ocr_max_pages IS NULL OR ocr_max_pages > 0);
 """
 
-MIGRATIONS: Sequence[str] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)
+_SCHEMA_V4 = """
+-- imports (core/data/imports.py): a base is 'importing' until all its items are in,
+-- so a kill mid-import leaves a row that the next writable open discards with its
+-- base; the fingerprint of what was imported tells a second import of the same base
+CREATE TABLE base_import (
+    base_id      TEXT PRIMARY KEY REFERENCES knowledge_base(id) ON DELETE CASCADE,
+    fingerprint  TEXT NOT NULL CHECK (length(fingerprint) = 64),
+    state        TEXT NOT NULL CHECK (state IN ('importing', 'done')),
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX idx_base_import_fingerprint ON base_import (fingerprint);
+"""
+
+MIGRATIONS: Sequence[str] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4)
 """MIGRATIONS[n] brings a database from user_version n to n + 1. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

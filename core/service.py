@@ -16,6 +16,7 @@ input raises `ValidationError` naming the field, and nothing else.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -24,13 +25,14 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from ktui.core.config import Settings, load_settings
 from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.imports import ImportLedger
 from ktui.core.data.item_service import KnowledgeItemService
 from ktui.core.data.validation import require_id, require_model_id
 from ktui.core.db import Database
 from ktui.core.doctor import DoctorReport
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.engine import RankResult
-from ktui.core.errors import ReadOnlyError
+from ktui.core.errors import KnowledgeError, ReadOnlyError
 from ktui.core.lockfile import DataDirLock, HolderInfo, busy_message, read_holder
 from ktui.core.models import (
     ROOT,
@@ -97,6 +99,7 @@ class KnowledgeService:
             embeddings=self._embeddings,
             bus=self._bus,
         )
+        self._imports = ImportLedger(db)
         self._closed = False
         self._lock: DataDirLock | None = None
 
@@ -141,10 +144,20 @@ class KnowledgeService:
         service._lock = lock
         try:
             await service._runtime.start(recover=recover)
+            await service._discard_interrupted_imports()
         except BaseException:
             await service.close()
             raise
         return service
+
+    async def _discard_interrupted_imports(self) -> None:
+        """A base whose import was killed before its last item was in is removed whole
+        (rows and store files): an import is all-or-nothing. One indexed query at open."""
+        for base_id in await self._imports.unfinished():
+            try:
+                await self._workflow.delete_base(base_id)
+            except KnowledgeError:
+                logging.getLogger(__name__).exception("could not discard the interrupted import of %s", base_id)
 
     def announce(self, command: str, url: str | None = None) -> None:
         """Tell other processes who holds the directory and where to reach it (the
@@ -415,19 +428,22 @@ class KnowledgeService:
     async def export_base(self, base_id: str) -> dict[str, Any]:
         return await self.export_bases([base_id])
 
-    async def import_bases(self, document: Mapping[str, Any]) -> ImportReport:
+    async def import_bases(self, document: Mapping[str, Any], *, again: bool = False) -> ImportReport:
         """Recreate the bases of an export document or a legacy backup; returns an ImportReport.
 
         Bases whose embedding model is usable here are created and their items
         queued; the others become failed `missing_embedding_model` bases with
-        idle items, recoverable with `restore_base`.
+        idle items, recoverable with `restore_base`. Each base is all-or-nothing: one
+        whose import is interrupted is discarded at the next open. A base imported
+        before with the same content (and still here) is reported `duplicate` and not
+        created again, unless `again`.
         """
         from ktui.core.transfer import Importer, parse_document
 
         self._writable()
         parsed = parse_document(document)
         importer = Importer(bases=self._bases, state=self._state, workflow=self._workflow,
-                            embeddings=self._embeddings)
+                            embeddings=self._embeddings, ledger=self._imports, again=again)
         return await importer.run(parsed)
 
     # --- naming (ktui.core.naming: the one place "find X by what a person typed" lives)

@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(bsub, "import", "recreate bases from an export or a legacy data.json backup")
     p.add_argument("file", help="JSON file ('-' reads stdin)")
     p.add_argument("--wait", action="store_true", help="index now and wait until done")
+    p.add_argument("--again", action="store_true",
+                   help="import bases that were imported from the same content before (a copy, 'Name (2)')")
 
     p = command(sub, "add", "add files, folders, URLs, sitemaps or notes to a base")
     p.add_argument("base", help="base id or unique name")

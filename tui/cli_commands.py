@@ -323,7 +323,7 @@ async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
     document = KnowledgeService.read_document(args.file)
     async with service(settings) as ks:
         sub = ks.subscribe()
-        report = await ks.import_bases(document)
+        report = await ks.import_bases(document, again=args.again)
         outcome = None
         queued = [b for b in report.bases if b.status == "completed" and b.item_ids]
         if args.wait and queued:
@@ -349,6 +349,8 @@ def _print_import(report: Any) -> None:
         skipped = f", {len(b.skipped)} skipped" if b.skipped else ""
         if b.status == "completed":
             say(f"  {b.name}  {b.base_id}: ready ({b.embedding_model_id}), {b.kept} item(s) queued{skipped}")
+        elif b.status == "duplicate":
+            say(f"  {b.name}: not imported again: {b.reason}")
         elif b.status == "failed":
             say(f"  {b.name}  {b.base_id}: FAILED missing_embedding_model ({b.reason}); "
                   f"{b.kept} item(s) kept as data{skipped}")

@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from ktui.core.data.imports import ImportLedger, fingerprint
 from ktui.core.data.validation import (
     MAX_INPUTS_PER_CALL,
     ValidItem,
@@ -42,11 +43,14 @@ class Importer:
     the logic and the facade stays a thin list of methods.
     """
 
-    def __init__(self, *, bases: Any, state: Any, workflow: Any, embeddings: Any):
+    def __init__(self, *, bases: Any, state: Any, workflow: Any, embeddings: Any,
+                 ledger: ImportLedger, again: bool = False):
         self.bases = bases  # reads
         self.state = state  # writes, each with its event (ktui.core.runtime.status.StateWriter)
         self.workflow = workflow
         self.embeddings = embeddings
+        self.ledger = ledger  # all-or-nothing and repeats (ktui.core.data.imports)
+        self.again = again  # import a base even when the same content was imported before
         self._models: dict[str, ModelCheck] = {}
         self._groups: dict[str, str] | None = None
 
@@ -106,6 +110,21 @@ class Importer:
 
     async def _import_base(self, plan: BasePlan) -> None:
         report = plan.report
+        digest = plan_fingerprint(plan)
+        if not self.again:
+            earlier = await self.ledger.imported_as(digest)
+            if earlier is not None:
+                try:
+                    base = await self.bases.get(earlier)
+                except KnowledgeError:
+                    base = None
+                if base is not None:
+                    report.status = "duplicate"
+                    report.base_id = base.id
+                    report.reason = (f"already imported as base '{base.name}' ({base.id}); "
+                                     "import again with --again (again=True) to make a copy")
+                    return
+        plan.fingerprint = digest
         config = dict(plan.config)
         rerank = config.get("rerank_model_id")
         if rerank and not self._rerank_usable(rerank):
@@ -142,9 +161,11 @@ class Importer:
         report.embedding_model_id = base.embedding_model_id
         report.dimensions = base.dimensions
         try:
+            await self.ledger.begin(base.id, plan.fingerprint)
             for start in range(0, len(accepted), MAX_INPUTS_PER_CALL):
                 created = await self.workflow.add_items(base.id, accepted[start : start + MAX_INPUTS_PER_CALL])
                 report.item_ids.extend(i.id for i in created)
+            await self.ledger.finish(base.id)
         except BaseException:
             await self._discard(base.id)
             raise
@@ -159,9 +180,11 @@ class Importer:
         report.reason = check.reason
         report.dimensions = base.dimensions
         try:
+            await self.ledger.begin(base.id, plan.fingerprint)
             for start in range(0, len(valid), 500):
                 created = await self.state.create_roots(base.id, valid[start : start + 500], status=ItemStatus.IDLE)
                 report.item_ids.extend(i.id for i in created)
+            await self.ledger.finish(base.id)
         except BaseException:
             await self._discard(base.id)
             raise
@@ -172,6 +195,15 @@ class Importer:
             await self.workflow.delete_base(base_id)
         except KnowledgeError:  # best effort: the original error is what the user needs
             log.exception("could not delete the partially imported base %s", base_id)
+
+
+def plan_fingerprint(plan: BasePlan) -> str:
+    """What makes two imports "the same base": its name, model, settings, group and items."""
+    return fingerprint({
+        "name": plan.name, "model": plan.embedding_model_id, "dimensions": plan.dimensions,
+        "config": plan.config, "group": plan.group_name,
+        "items": [[str(item.type), item.data] for item in plan.items],
+    })
 
 
 def _as_input(valid: ValidItem) -> ItemInput:

@@ -48,8 +48,9 @@ class BaseImportReport:
     """What happened to one base of the document.
 
     status: ``completed`` (runnable, items queued), ``failed`` (kept as a
-    ``missing_embedding_model`` base, items idle), or ``error`` (not created;
-    `reason` says why).
+    ``missing_embedding_model`` base, items idle), ``duplicate`` (the same base was
+    imported before and still exists: `base_id` names it, nothing was created), or
+    ``error`` (not created; `reason` says why).
     """
 
     name: str
@@ -113,6 +114,7 @@ class BasePlan:
     group_name: str | None
     items: list[PlannedItem]
     report: BaseImportReport
+    fingerprint: str = ""  # set by the importer (ktui.core.data.imports.fingerprint)
 
 
 @dataclass(slots=True)
