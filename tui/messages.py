@@ -76,6 +76,9 @@ class SearchFinished(Message):
     serial: int  # an older search's answer never replaces a newer one
     elapsed_ms: float = 0.0
     error: str | None = None  # why it failed (response None)
+    base_names: dict[str, str] = field(default_factory=dict)  # several bases: id -> name, for the results
+    scope: str = ""  # "in all bases · type file", for the status line
+    terms_query: str = ""  # the words searched for (the query without in:/type:/under:/after:)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SearchFinished) and message.serial < self.serial

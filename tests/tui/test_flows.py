@@ -514,3 +514,59 @@ async def test_live_additions_keep_the_cursor_and_the_viewport(settings):
         assert tree.cursor_node.data.item.id == cursor_item
         assert tree.get_node_at_line(int(tree.scroll_y)).data.item.id == top_item
         assert tree.root.children[0].data.item.display_name.startswith("Late note")
+
+
+async def test_search_every_base_or_named_ones_with_filters_from_the_query_box(settings, docs):
+    app = KtuiApp(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        fruit = await with_base(app, pilot, "Fruit")
+        await app.ks.add_items(fruit.id, [ItemInput("directory", {"path": str(docs)})])
+        other = await app.ks.create_base("Orchard [notes]", MODEL, None)
+        await app.ks.add_items(other.id, [ItemInput("note", {"content": "Bananas ripen in the orchard shed"})])
+        assert await app.ks.wait_idle(timeout=30)
+        query = app.query_one("#query", Input)
+
+        async def search(text: str) -> str:
+            app.search_pane.clear_results()
+            query.value = text
+            query.focus()
+            await pilot.press("enter")
+            await until(lambda: "result" in str(app.query_one("#search-status").render())
+                        or "No results" in str(app.query_one("#search-status").render())
+                        or app.search_pane.results, pilot, what=f"search {text!r}")
+            await until(lambda: "Searching" not in str(app.query_one("#search-status").render()), pilot,
+                        what="search finished")
+            return str(app.query_one("#search-status").render())
+
+        # the selected base only
+        await search("bananas")
+        assert {r.base_id for r in app.search_pane.results} <= {fruit.id, None}
+        # every base: results of both, each naming its base (literally, brackets and all)
+        status = await search("bananas in:all")
+        assert "in all bases" in status
+        assert {fruit.id, other.id} <= {r.base_id for r in app.search_pane.results}
+        shown = [str(o.prompt) for o in app.query_one("#results").options]
+        assert any("[Orchard [notes]]" in p for p in shown) and any("[Fruit]" in p for p in shown)
+        # a named base, and a filter: only notes
+        await search('bananas in:"Orchard [notes]" type:note')
+        assert app.search_pane.results and {r.base_id for r in app.search_pane.results} == {other.id}
+        # a filter that excludes everything says so plainly
+        status = await search("bananas in:all after:2999-01-01")
+        assert "No results" in status and "after 2999-01-01" in status
+        # a word that cannot be used is named, nothing crashes
+        app.search_pane.clear_results()
+        query.value = "bananas type:video"
+        await pilot.press("enter")
+        await until(lambda: "type:video is not one of" in str(app.query_one("#search-status").render()), pilot,
+                    what="bad filter named")
+        # opening a result of another base opens it in that base
+        await search("orchard shed in:all")
+        first = app.search_pane.results[0]
+        assert first.base_id == other.id
+        app.query_one("#results").focus()
+        await pilot.press("enter")
+        assert isinstance(app.screen, ChunkContextScreen)
+        await until(lambda: app.screen.query("#context") and
+                    "orchard shed" in str(app.screen.query_one("#context").render()), pilot, what="context")
+        assert app.is_running

@@ -24,6 +24,7 @@ class HelpScreen(Dialog):
             yield Label(literal("Keys"), classes="dialog-title")
             yield DataTable(id="keys", cursor_type="row", zebra_stripes=True)
             yield Static(literal(
+                "In the query box: in:all or in:BASE (several bases), type:file, under:PATH, after:DATE.  "
                 "Remap any key in the settings file: [keymap] section, binding id = \"key\".  "
                 f"Ctrl+P opens the command palette (every action, themes).  {self.key('modal.close')} closes."),
                 classes="dialog-hint")

@@ -89,14 +89,20 @@ def snippet(text: str, terms: list[str], width: int = SNIPPET_WIDTH) -> Text:
     return highlight_terms(rich_literal(prefix + piece + suffix, one_line=True), terms)
 
 
-def result_prompt(result: KnowledgeSearchResult, terms: list[str], roots: Iterable[str] = ()) -> Text:
-    """Two lines, each cut at the pane's edge: where the hit is from, then the snippet
-    (the preview below the list, or Enter, shows the whole chunk)."""
+def result_prompt(result: KnowledgeSearchResult, terms: list[str], roots: Iterable[str] = (),
+                  base_name: str | None = None) -> Text:
+    """Two lines, each cut at the pane's edge: where the hit is from (its base first when
+    several were searched), then the snippet (the preview below the list, or Enter,
+    shows the whole chunk)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{result.rank:>2}. ", "bold")
     figure, _ = score_label(result)
     if figure:
         t.append(figure + " ", "cyan")
+    if base_name:
+        t.append("[", "magenta")
+        t.append(clean(shorten(base_name, 60), one_line=True), "magenta")
+        t.append("] ", "magenta")
     t.append(clean(shorten(short_source(result.metadata, roots), 300), one_line=True), "bold green")
     heading = result.metadata.get("heading")
     if heading:
@@ -185,26 +191,39 @@ class SearchPane(Vertical):
     def show_status(self, text: Text) -> None:
         self.query_one("#search-status", Static).update(text)
 
-    def show_response(self, query: str, response: SearchResponse, mode: str, roots: Iterable[str] = ()) -> None:
-        self.terms = query_terms(query)
+    def show_response(self, query: str, response: SearchResponse, mode: str, roots: Iterable[str] = (), *,
+                      base_names: dict[str, str] | None = None, scope: str = "", terms_query: str = "") -> None:
+        """`base_names` (several bases searched): each result names its base; `scope` is
+        said after the count; `terms_query` is what to highlight (default `query`)."""
+        self.terms = query_terms(terms_query or query)
         roots = list(roots)
         self.results = list(response.results)
         results = self.query_one(ResultList)
         results.clear_options()
-        results.add_options(Option(result_prompt(r, self.terms, roots), id=r.chunk_id) for r in self.results)
+        names = base_names or {}
+        results.add_options(
+            Option(result_prompt(r, self.terms, roots, names.get(r.base_id or "") if names else None), id=r.chunk_id)
+            for r in self.results)
         n = len(self.results)
         status = Text()
-        if response.degraded:
+        if response.degraded and not response.notices:  # several bases: each says its own below
             status.append("keyword results only ", "bold yellow")
             status.append("(" + clean(response.reason or "the embedding model is unavailable", one_line=True) + ")\n",
                           "yellow")
+        for notice in response.notices:  # several bases: what each one had to say
+            status.append(clean(shorten(notice.base_name, 60), one_line=True) + ": ", "bold yellow")
+            status.append(("keyword results only: " if notice.degraded else "")
+                          + clean(shorten(notice.reason, 200), one_line=True) + "\n", "yellow")
         quoted = clean(shorten(query, 200), one_line=True)
         if n:
             status.append(f"{n} result{'s' if n != 1 else ''} for “{quoted}” ({mode_name(mode)})", "dim")
+            if scope:
+                status.append(" · " + clean(shorten(scope, 200), one_line=True), "dim")
             kinds = dict.fromkeys(score_label(r)[1] for r in self.results)
             status.append(" · score: " + ", ".join(kinds), "dim")
         else:
-            status.append(f"No results for “{quoted}” ({mode_name(mode)}).", "bold yellow")
+            status.append(f"No results for “{quoted}” ({mode_name(mode)}"
+                          + (" · " + clean(shorten(scope, 200), one_line=True) if scope else "") + ").", "bold yellow")
         self.show_status(status)
         if n:
             results.highlighted = 0
