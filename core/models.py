@@ -221,6 +221,8 @@ class DirectoryItemData:
     path: str
     source: str
     watch: bool = False
+    # what the last walk left out: {"total", "counts": {reason: n}, "examples": {reason: [rel paths]}}
+    skipped: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

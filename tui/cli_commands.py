@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ktui.core import Settings
-from ktui.core.errors import ValidationError
-from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus, KnowledgeBase, KnowledgeItem
+from ktui.core.errors import KnowledgeError, ValidationError
+from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus, ItemType, KnowledgeBase, KnowledgeItem
 from ktui.tui.cli_progress import Progress, WaitOutcome, follow
 from ktui.tui.cli_render import (
     UsageError,
@@ -43,6 +43,7 @@ from ktui.tui.cli_render import (
 )
 from ktui.tui.cli_text import say, warn
 from ktui.tui.cli_window import window_advice, window_json, window_lines, window_overflow_json
+from ktui.tui.skip_summary import skipped_summary
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 URL_RE = re.compile(r"^https?://", re.IGNORECASE)
@@ -146,7 +147,28 @@ async def _wait(ks: Any, sub: Any, roots: Sequence[KnowledgeItem], args: argpars
                 err(f"  failed  {item.type.value} {item.source}: {item.error}")
         for line in window_lines(ks, bases, outcome.over_window):
             err(line)
+    outcome.skipped = await _walk_skips(ks, roots)
+    if not args.json:
+        for folder, skipped in outcome.skipped:
+            summary = skipped_summary(skipped)
+            err(f"skipped in {folder.display_name}: {summary}")
     return outcome
+
+
+async def _walk_skips(ks: Any, roots: Sequence[KnowledgeItem]) -> list[tuple[KnowledgeItem, dict[str, Any]]]:
+    """The followed folders whose walk left files out (one lookup per root folder)."""
+    found = []
+    for root in roots:
+        if root.type != ItemType.DIRECTORY:
+            continue
+        try:
+            item = await ks.get_item(root.id)
+        except KnowledgeError:
+            continue
+        skipped = getattr(item.data, "skipped", None)
+        if skipped and skipped.get("total"):
+            found.append((item, skipped))
+    return found
 
 
 def _wait_json(outcome: WaitOutcome | None) -> dict[str, Any] | None:
@@ -159,6 +181,7 @@ def _wait_json(outcome: WaitOutcome | None) -> dict[str, Any] | None:
         "paused": outcome.paused,
         "failed": [{"id": i.id, "type": i.type.value, "source": i.source, "error": i.error} for i in outcome.failed],
         "window_overflow": window_json(outcome.over_window),  # completed items with chunks past the window
+        "skipped": [{"id": i.id, "source": i.source, **s} for i, s in outcome.skipped],  # left out by folder walks
     }
 
 

@@ -47,6 +47,8 @@ class WaitOutcome:
     paused: str | None = None  # the queue stopped before the items finished (a full disk)
     completed_ids: frozenset[str] = frozenset()  # the followed items that completed
     over_window: list[KnowledgeItem] = field(default_factory=list)  # of those, chunks past the model's window
+    # followed folders whose walk left files out, with DirectoryItemData.skipped
+    skipped: list[tuple[KnowledgeItem, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def unfinished(self) -> int:

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from ktui.core.models import (
     ChunkRecord,
+    DirectoryItemData,
     EmbeddingModelInfo,
     FileItemData,
     KnowledgeBase,
@@ -26,6 +27,7 @@ from ktui.core.models import (
 from ktui.tui.cli_text import printable
 from ktui.tui.cli_window import window_row
 from ktui.tui.ocr_summary import ocr_rows
+from ktui.tui.skip_summary import skipped_summary
 
 
 class UsageError(Exception):
@@ -231,6 +233,10 @@ def item_lines(item: KnowledgeItem, chunk_count: int | None, *, window_advice: s
         if data.size is not None:
             rows.append(("size", f"{data.size:,} bytes"))
         rows.extend((label.lower() if label == "OCR" else label, value) for label, value in ocr_rows(data.ocr))
+    if isinstance(data, DirectoryItemData):
+        skipped = skipped_summary(data.skipped)
+        if skipped:
+            rows.append(("skipped", skipped))
     rows += [("added", item.created_at), ("updated", item.updated_at)]
     width = max(len(k) for k, _ in rows)
     return [f"{k.ljust(width)}  {printable(str(v))}" for k, v in rows]

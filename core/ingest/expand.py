@@ -51,6 +51,7 @@ class DirectoryListing:
     path: str
     files: list[str] = field(default_factory=list)
     subdirs: list[DirectoryListing] = field(default_factory=list)
+    skipped: SkipReport | None = None  # the root's listing only: what the walk left out, and why
 
     def iter_files(self) -> Iterator[str]:
         """Every file of the tree, depth first (this folder's files before its subfolders')."""
@@ -61,6 +62,37 @@ class DirectoryListing:
     @property
     def file_count(self) -> int:
         return len(self.files) + sum(sub.file_count for sub in self.subdirs)
+
+
+SKIP_EXAMPLES = 3  # paths kept per reason: enough to recognise the case, bounded for 100k files
+
+
+@dataclass
+class SkipReport:
+    """What a folder walk left out, by reason: counts, and the first few paths (relative).
+
+    Reasons: `unsupported type`, `ignore rule` (.gitignore, `ingest.exclude`,
+    `ingest.include`), `hidden` (a dot name), `skipped folder` (node_modules, .git,
+    virtual environments…), `image (OCR off)`, `unreadable` (a file or subfolder that
+    cannot be listed or stat'ed), `too deep or a loop`.
+    """
+
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, reason: str, rel: str) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        shown = self.examples.setdefault(reason, [])
+        if len(shown) < SKIP_EXAMPLES:
+            shown.append(rel)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def as_dict(self) -> dict[str, object]:
+        return {"total": self.total, "counts": dict(sorted(self.counts.items())),
+                "examples": {k: list(v) for k, v in sorted(self.examples.items())}}
 
 
 def _gitwild(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec | None:
@@ -74,6 +106,7 @@ class _Walker:
         self.include = _gitwild(settings.include)
         self.exclude = _gitwild(settings.exclude)
         self.seen_dirs: set[tuple[int, int]] = set()
+        self.skipped = SkipReport()
 
     @staticmethod
     def _ignored(rel: str, ignores: list[tuple[str, pathspec.GitIgnoreSpec]]) -> bool:
@@ -104,9 +137,11 @@ class _Walker:
         try:
             st = os.stat(path)
         except OSError:
+            self.skipped.add("unreadable", rel + "/")
             return None
         key = (st.st_dev, st.st_ino)
         if key in self.seen_dirs or depth > _MAX_DEPTH:
+            self.skipped.add("too deep or a loop", rel + "/")
             return None
         self.seen_dirs.add(key)
         try:
@@ -115,6 +150,7 @@ class _Walker:
         except OSError:
             if depth == 0:
                 raise
+            self.skipped.add("unreadable", rel + "/")
             return None
         own = self._read_gitignore(path) if any(e.name == ".gitignore" for e in entries) else None
         if own is not None:
@@ -122,34 +158,43 @@ class _Walker:
         listing = DirectoryListing(path)
         for entry in entries:
             name = entry.name
-            if name.startswith("."):
-                continue
             child_rel = f"{rel}/{name}" if rel else name
+            if name.startswith("."):
+                if name != ".gitignore":
+                    self.skipped.add("hidden", child_rel)
+                continue
             try:
                 is_dir = entry.is_dir()  # follows symlinks
                 is_file = not is_dir and entry.is_file()
             except OSError:
+                self.skipped.add("unreadable", child_rel)
                 continue
             if is_dir:
                 if name in DEFAULT_SKIPPED_DIRS or self._is_environment(entry.path):
+                    self.skipped.add("skipped folder", child_rel + "/")
                     continue
-                if self._ignored(child_rel + "/", ignores):
-                    continue
-                if self.exclude is not None and self.exclude.match_file(child_rel + "/"):
+                if self._ignored(child_rel + "/", ignores) or (
+                        self.exclude is not None and self.exclude.match_file(child_rel + "/")):
+                    self.skipped.add("ignore rule", child_rel + "/")
                     continue
                 sub = self.visit(entry.path, child_rel, ignores, depth + 1)
                 if sub is not None:
                     listing.subdirs.append(sub)
             elif is_file:
-                if not is_supported_file(name) or self._ignored(child_rel, ignores):
+                if not is_supported_file(name):
+                    self.skipped.add("unsupported type", child_rel)
+                    continue
+                if self._ignored(child_rel, ignores) or (
+                        self.exclude is not None and self.exclude.match_file(child_rel)) or (
+                        self.include is not None and not self.include.match_file(child_rel)):
+                    self.skipped.add("ignore rule", child_rel)
                     continue
                 if not self.images and is_image_file(name):
-                    continue
-                if self.exclude is not None and self.exclude.match_file(child_rel):
-                    continue
-                if self.include is not None and not self.include.match_file(child_rel):
+                    self.skipped.add("image (OCR off)", child_rel)
                     continue
                 listing.files.append(entry.path)
+            else:
+                self.skipped.add("not a regular file", child_rel)
         if not listing.files and not listing.subdirs:
             return None
         return listing
@@ -163,14 +208,19 @@ def walk_directory(path: str, settings: IngestSettings, images: bool = True) -> 
         raise IngestError(f"Directory not found: {path}")
     if not os.path.isdir(root):
         raise IngestError(f"Not a directory: {path}")
+    walker = _Walker(root, settings, images)
     try:
-        listing = _Walker(root, settings, images).visit(root, "", [], 0)
+        listing = walker.visit(root, "", [], 0)
     except PermissionError:
         raise IngestError(f"Directory cannot be read (permission denied): {path}") from None
     except OSError as exc:
         raise IngestError(f"Directory cannot be read ({exc.strerror or exc}): {path}") from None
     if listing is None:
-        raise IngestError("Directory contains no indexable files")
+        left = walker.skipped
+        why = "" if not left.total else " (skipped: " + ", ".join(
+            f"{n} {reason}" for reason, n in sorted(left.counts.items(), key=lambda kv: (-kv[1], kv[0]))) + ")"
+        raise IngestError(f"Directory contains no indexable files{why}")
+    listing.skipped = walker.skipped
     return listing
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ktui.core.data.item_service import ChildSpec
@@ -32,6 +33,7 @@ from ktui.core.runtime.indexing import ocr_options_for
 from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind
 
 if TYPE_CHECKING:
+    from ktui.core.ingest.expand import DirectoryListing
     from ktui.core.runtime.service import KnowledgeRuntimeService
 
 log = logging.getLogger(__name__)
@@ -138,12 +140,21 @@ class ContainerPreparer:
             await self.runtime.state.update_data(child.id, data)
         for parent_id, specs in plan.create.items():
             await self._create_children(base, parent_id, specs)
+        await self._record_skipped(item, listing)
         if plan.reindex:
             ids = [c.id for c in plan.reindex]
             # a leaf being read right now may have read the old content: start it again
             await self.runtime.interrupt_and_wait([i for i in ids if self.runtime.queue.is_running(i)], InterruptReason.REINDEX)
             await self.runtime.state.set_status_many(ids, ItemStatus.PROCESSING)
             self.runtime.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, ids)
+
+    async def _record_skipped(self, item: KnowledgeItem, listing: DirectoryListing) -> None:
+        """Keep what the walk left out (and why) on the folder item, for its detail and
+        the CLI summary; written only when it changed."""
+        report = listing.skipped.as_dict() if listing.skipped is not None and listing.skipped.total else None
+        current = await self.runtime.items.get(item.id)
+        if isinstance(current.data, DirectoryItemData) and current.data.skipped != report:
+            await self.runtime.state.update_data(item.id, replace(current.data, skipped=report))
 
     async def _create_children(self, base: KnowledgeBase, parent_id: str, specs: list[ChildSpec]) -> None:
         created = await self.runtime.state.create_children(base.id, parent_id, specs)

@@ -612,3 +612,25 @@ def test_chunks_past_the_model_window_are_named_after_wait_and_in_item(ktui):
     again = ktui.json("reindex", "Tight", "long.txt", "--wait")
     assert again["wait"]["window_overflow"] == [] and again["wait"]["completed"] == 1
     assert ktui.json("item", "Tight", "long.txt")["window_overflow"] is None
+
+
+def test_a_folder_walk_says_what_it_skipped_and_why(ktui):
+    folder = ktui.work / "mixed"
+    (folder / "node_modules" / "pkg").mkdir(parents=True)
+    (folder / "notes.md").write_text("# Notes\nKites fly.\n", encoding="utf-8")
+    (folder / "setup.exe").write_bytes(b"MZ")
+    (folder / "node_modules" / "pkg" / "readme.md").write_text("x", encoding="utf-8")
+    (folder / ".gitignore").write_text("drafts/\n", encoding="utf-8")
+    (folder / "drafts").mkdir()
+    (folder / "drafts" / "d.md").write_text("draft", encoding="utf-8")
+    ktui("base", "create", "Mixed")
+    added = ktui("add", "Mixed", str(folder), "--wait")
+    line = next(line for line in added.stderr.splitlines() if line.startswith("skipped in "))
+    assert line == ("skipped in mixed: 1 ignore rule (drafts/), 1 skipped folder (node_modules/), "
+                    "1 unsupported type (setup.exe)")
+    shown = ktui("item", "Mixed", "mixed").stdout
+    assert "skipped" in shown and "1 unsupported type (setup.exe)" in shown
+    data = json.loads(ktui("item", "Mixed", "mixed", "--json").stdout)["data"]["skipped"]
+    assert data["total"] == 3 and data["counts"]["unsupported type"] == 1
+    waited = json.loads(ktui("reindex", "Mixed", "--all", "--wait", "--json").stdout)["wait"]
+    assert waited["skipped"][0]["counts"] == {"ignore rule": 1, "skipped folder": 1, "unsupported type": 1}

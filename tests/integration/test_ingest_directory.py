@@ -49,6 +49,29 @@ async def test_default_skips(tmp_path: Path) -> None:
     assert rel_files(listing, tmp_path) == ["keep.md", "src/main.py"]
 
 
+async def test_the_walk_reports_what_it_skipped_and_why(tmp_path: Path) -> None:
+    touch(tmp_path, "keep.md", "setup.exe", "logo.psd", "a.bin", "b.bin", ".hidden.md", "node_modules/pkg/readme.md",
+          "drafts/out.md", "debug.log.txt", "photo.png")
+    (tmp_path / ".gitignore").write_text("drafts/\n*.log.txt\n")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.md")
+    listing = await expand_directory(str(tmp_path), SETTINGS, images=False)
+    assert rel_files(listing, tmp_path) == ["keep.md"]
+    skipped = listing.skipped
+    assert skipped is not None
+    counts = skipped.counts
+    assert counts["unsupported type"] == 4 and skipped.examples["unsupported type"] == ["a.bin", "b.bin", "logo.psd"]
+    assert counts["ignore rule"] == 2 and set(skipped.examples["ignore rule"]) == {"drafts/", "debug.log.txt"}
+    assert counts["hidden"] == 1 and counts["skipped folder"] == 1 and counts["image (OCR off)"] == 1
+    assert counts.get("not a regular file", 0) == (1 if hasattr(os, "mkfifo") else 0)
+    assert skipped.as_dict()["total"] == skipped.total == sum(counts.values())
+    # nothing indexable: the error says what was left out
+    empty = tmp_path / "empty"
+    touch(empty, "a.exe", "b.exe")
+    with pytest.raises(IngestError, match=r"no indexable files \(skipped: 2 unsupported type\)"):
+        await expand_directory(str(empty), SETTINGS)
+
+
 async def test_gitignore_semantics_nested_and_negated(tmp_path: Path) -> None:
     touch(tmp_path, "a.md", "a.log.txt", "notes/secret.md", "notes/public.md", "drafts/x.md",
           "sub/b.md", "sub/generated.md", "sub/deep/keep.txt", "sub/deep/tmp.txt", "sub/deep/important.tmp.txt")
@@ -87,12 +110,13 @@ async def test_errors(tmp_path: Path) -> None:
         await expand_directory(str(tmp_path / "file.md"), SETTINGS)
     nothing = tmp_path / "nothing"
     touch(nothing, "a.svg", "node_modules/x.md", ".hidden/y.md")
-    with pytest.raises(IngestError, match=r"^Directory contains no indexable files$"):
+    with pytest.raises(IngestError, match=r"^Directory contains no indexable files "
+                       r"\(skipped: 1 hidden, 1 skipped folder, 1 unsupported type\)$"):
         await expand_directory(str(nothing), SETTINGS)
     pictures = tmp_path / "pictures"
     touch(pictures, "scan.png", "photo.JPG", "fax.tiff")
     assert (await expand_directory(str(pictures), SETTINGS)).file_count == 3  # images are read by OCR
-    with pytest.raises(IngestError, match=r"^Directory contains no indexable files$"):
+    with pytest.raises(IngestError, match=r"^Directory contains no indexable files \(skipped: 3 image \(OCR off\)\)$"):
         await expand_directory(str(pictures), SETTINGS, images=False)  # a base with OCR off
     empty = tmp_path / "void"
     empty.mkdir()

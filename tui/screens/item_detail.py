@@ -27,6 +27,7 @@ from ktui.tui.keymap import widget_bindings
 from ktui.tui.messages import ItemDetailLoaded, ReindexQueued
 from ktui.tui.ocr_summary import ocr_rows
 from ktui.tui.screens.common import Dialog
+from ktui.tui.skip_summary import skipped_summary
 from ktui.tui.text import clean, literal, shorten
 from ktui.tui.widgets.item_labels import STATUS_WORDS, TYPE_ICONS
 
@@ -122,6 +123,9 @@ def facts_text(facts: ItemFacts) -> Text:
             row("  by state", ", ".join(f"{n:,} {state}" for state, n in sorted(facts.children.items())))
         if item.type.value == "directory":
             row("Watched", "yes: changes are indexed" if getattr(item.data, "watch", False) else "no")
+            skipped = skipped_summary(getattr(item.data, "skipped", None))
+            if skipped:  # what the folder walk left out, and why
+                row("Skipped", skipped, "dim")
     row("Added", item.created_at)
     row("Updated", item.updated_at)
     row("Item id", item.id)
