@@ -277,6 +277,11 @@ class KnowledgeService:
         defaults to the largest base top-K."""
         return await self._workflow.search_bases(base_ids, query, top_k, mode=mode, filters=filters)
 
+    def model_notice(self, embedding_model_id: str) -> str | None:
+        """A warning when the model's server answered as another model than the one named
+        (it ignores the name); None when it did not, or before any answer was seen."""
+        return self._embeddings.model_notice(require_model_id(embedding_model_id))
+
     def model_profile(self, embedding_model_id: str) -> ModelProfile:
         """How ktui uses a model: prefixes, input window, recommended mode (settings applied)."""
         model = require_model_id(embedding_model_id)

