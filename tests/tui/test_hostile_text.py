@@ -23,7 +23,7 @@ from textual.content import Content
 from textual.widgets import DataTable, Input, OptionList, Static, Tree
 
 from ktui.core.errors import KnowledgeError
-from ktui.core.models import ItemInput
+from ktui.core.models import ItemInput, ItemStatus
 from ktui.tui.app import KtuiApp
 from ktui.tui.screens.base_form import BaseFormScreen
 from ktui.tui.screens.chunks import ChunkBrowserScreen, ChunkContextScreen
@@ -34,7 +34,7 @@ from ktui.tui.screens.similar import SimilarScreen
 from ktui.tui.text import clean
 from tests.tui.conftest import MODEL, make_settings, until
 
-SIZE = (120, 40)
+SIZE = (80, 24)
 
 HOSTILE = [
     "Team [link=http://x]wiki",
@@ -122,7 +122,6 @@ async def open_and_check(pilot, key: str, screen_type: type, expected: list[str]
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="hangs waiting for the tree after the last landings; to be fixed next session (see closing note)")
 async def test_hostile_bases_groups_items_and_errors_through_every_screen(settings, tmp_path):
     folder = tmp_path / "hostile [folder] \x1b[1m"
     folder.mkdir()
@@ -175,19 +174,24 @@ async def test_hostile_bases_groups_items_and_errors_through_every_screen(settin
             assert shown(h, 30) in text, h
         assert "unsupported" in text.lower() or "✘" in text  # the failed file's error is on its line
 
-        # the tree hears of the failure through batched events: wait for it, not for a time
-        await until(lambda: any(n.data.item.error for n in app.item_tree.nodes_by_id.values()), pilot,
-                    what="the failed file shown")
+        # the tree hears of the failure through batched events: wait for it, not for a time (on the
+        # node's live status: this waited forever on a copy of the row fetched before the failure)
+        await until(lambda: any(n.data.status == ItemStatus.FAILED for n in app.item_tree.nodes_by_id.values()),
+                    pilot, what="the failed file shown")
+        # what actions and dialogs are handed (`current_item`) follows the live state too
+        assert all(n.data.item.status == n.data.status and n.data.item.error == n.data.error
+                   for n in app.item_tree.nodes_by_id.values())
         # every item dialog on one item of each kind of hostility (all of them would take minutes)
         picks = {HOSTILE[2], FILE_NAMES[0]}
         nodes = [n for n in app.item_tree.nodes_by_id.values() if n.data.item.type.is_leaf
-                 and (n.data.item.error or any(n.data.item.display_name.startswith(p[:50]) for p in picks))]
+                 and (n.data.status == ItemStatus.FAILED
+                      or any(n.data.item.display_name.startswith(p[:50]) for p in picks))]
         assert len(nodes) >= 3
         for node in nodes:
             name = shown(node.data.item.display_name, 30)
             app.item_tree.move_cursor(node)
             await pilot.pause()
-            failed = node.data.item.error is not None
+            failed = node.data.status == ItemStatus.FAILED
             await open_and_check(pilot, "i", ItemDetailScreen, [name],
                                  ready=lambda s: "Status" in str(s.query_one("#detail").render()))
             if failed:

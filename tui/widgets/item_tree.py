@@ -11,7 +11,7 @@ the scroll position moves.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from textual.binding import Binding
@@ -204,6 +204,9 @@ class ItemTree(Tree[ItemNode]):
                 continue
             data = node.data
             data.status, data.phase, data.error = ev.status, ev.phase, ev.error
+            # the item itself too: `current_item` (what actions and dialogs get) is the live state,
+            # not the row as it was when the node was first fetched
+            data.item = replace(data.item, status=ev.status, phase=ev.phase, error=ev.error)
             data.notice = None
             data.progress = ev.progress if ev.status == ItemStatus.PROCESSING else None
             data.ocr_pages = ev.ocr_pages if ev.status == ItemStatus.PROCESSING else None
