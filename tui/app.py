@@ -31,10 +31,10 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
-from textual.widgets import Footer, Input, Label, OptionList, Select
+from textual.widgets import Input, Label, OptionList, Select
 
 from ktui.core import Settings
-from ktui.core.errors import KnowledgeError
+from ktui.core.errors import KnowledgeError, StoreDamagedError
 from ktui.core.models import (
     BaseChanged,
     BaseRemoved,
@@ -73,6 +73,7 @@ from ktui.tui.settings_file import save_top_level
 from ktui.tui.text import clean, literal, shorten
 from ktui.tui.widgets.bases_pane import BasesPane
 from ktui.tui.widgets.item_tree import ItemOpened, ItemTree
+from ktui.tui.widgets.key_footer import KeyFooter
 from ktui.tui.widgets.search_pane import SearchPane, short_source
 from ktui.tui.widgets.status_line import StatusLine
 
@@ -196,12 +197,14 @@ class KtuiApp(App[int]):
                 yield Label(literal("Search"), classes="pane-title")
                 yield SearchPane(id="search")
         yield StatusLine(id="status")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def _alive(self) -> bool:
-        """False while the app shuts down (its widgets are already gone, late messages are dropped)."""
+        """False while the app shuts down (its widgets are already gone, late messages are dropped).
+        Both the tree and the status line: at shutdown they are removed one after the other."""
         try:
             self.query_one(ItemTree)
+            self.query_one(StatusLine)
         except NoMatches:
             return False
         return True

@@ -114,6 +114,17 @@ def bindings(actions: tuple[Action, ...] = APP_ACTIONS) -> list[Binding]:
     return [Binding(a.key, a.action, a.description, show=a.show, id=a.id, group=a.group) for a in actions]
 
 
+DIALOG_APP_IDS = ("app.help", "app.quit")
+"""App keys that also work inside a dialog (a modal screen stops the app's own bindings)."""
+
+
+def dialog_app_bindings() -> list[Binding]:
+    """`F1`/`?` and `q`/`Ctrl+Q` inside dialogs: the app's actions under the app's binding ids,
+    so the user's keymap remaps them there too."""
+    by_id = {a.id: a for a in APP_ACTIONS}
+    return [Binding(by_id[i].key, "app." + by_id[i].action, by_id[i].description, id=i) for i in DIALOG_APP_IDS]
+
+
 def widget_bindings(ids: Iterable[str], **overrides: dict) -> list[Binding]:
     """Textual bindings for the given widget binding ids (per-id keyword overrides allowed)."""
     out = []

@@ -124,6 +124,21 @@ class ReindexQueued(Outcome):
 
 
 @dataclass
+class BaseReindexed(Outcome):
+    """Every top-level item of a base was queued again (`value`: how many)."""
+
+    value: int | None = None
+    name: str = ""
+
+
+@dataclass
+class StoreDamaged(Message):
+    """A call found a base's store missing or damaged: the bases pane reloads to say so."""
+
+    base_id: str | None = None
+
+
+@dataclass
 class WatchSet(Outcome):
     value: KnowledgeItem | None = None
     folder_id: str = ""

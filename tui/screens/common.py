@@ -14,11 +14,12 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from ktui.core.errors import KnowledgeError, ValidationError
+from ktui.core.errors import KnowledgeError, StoreDamagedError, ValidationError
 from ktui.tui.host import host_of, key_hint
-from ktui.tui.keymap import widget_bindings
-from ktui.tui.messages import Outcome
+from ktui.tui.keymap import dialog_app_bindings, widget_bindings
+from ktui.tui.messages import Outcome, StoreDamaged
 from ktui.tui.text import literal
+from ktui.tui.widgets.key_footer import KeyFooter
 
 if TYPE_CHECKING:
     from ktui.core.service import KnowledgeService
@@ -33,7 +34,7 @@ def error_text(exc: BaseException) -> str:
 class Dialog(ModalScreen):
     """Base dialog: Escape cancels (dismiss(None)), Ctrl+S runs `action_submit`."""
 
-    BINDINGS: ClassVar[list[Binding]] = widget_bindings(["modal.close", "modal.submit"])
+    BINDINGS: ClassVar[list[Binding]] = widget_bindings(["modal.close", "modal.submit"]) + dialog_app_bindings()
 
     @property
     def ks(self) -> KnowledgeService:
@@ -42,6 +43,16 @@ class Dialog(ModalScreen):
     def key(self, binding_id: str) -> str:
         """The key bound to `binding_id` (after the user's keymap), for a hint or a button label."""
         return key_hint(self, binding_id)
+
+    def _on_mount(self) -> None:
+        # every dialog lists its own keys (Esc, Ctrl+S, y/n, F2…) in a footer of its own; the main
+        # screen's footer behind it would show keys that do nothing while the dialog is open
+        self.mount(KeyFooter())
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "submit" and type(self).action_submit is Dialog.action_submit:
+            return False  # nothing to confirm here (details, help, lists): no "Save" in the footer
+        return True
 
     def action_close(self) -> None:
         self.dismiss(None)

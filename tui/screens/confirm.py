@@ -20,8 +20,9 @@ from ktui.tui.text import literal, shorten
 MESSAGE_LIMIT = 2000  # characters of the question shown (a 10,000-character name is cut)
 
 
-class ConfirmScreen(Dialog):
-    BINDINGS: ClassVar[list[Binding]] = widget_bindings(["confirm.yes", "confirm.no"])
+class ConfirmScreen(Dialog, inherit_bindings=False):
+    # y / n first: the footer shows one key per action, the first bound (Ctrl+S and Esc still work)
+    BINDINGS: ClassVar[list[Binding]] = widget_bindings(["confirm.yes", "confirm.no"]) + Dialog.BINDINGS
 
     def __init__(self, title: str, message: str, confirm_label: str = "Delete") -> None:
         super().__init__()
