@@ -46,10 +46,12 @@ from ktui.core.models import (
     QueueStats,
 )
 from ktui.core.service import KnowledgeService
+from ktui.tui.base_rebuild import reindex_whole_base
 from ktui.tui.demo_base import ensure_demo
 from ktui.tui.keymap import APP_ACTIONS, bindings, display_key, key_for, key_of, unknown_ids
 from ktui.tui.messages import (
     BaseDeleted,
+    BaseReindexed,
     BasesLoaded,
     DemoReady,
     Outcome,
@@ -57,6 +59,7 @@ from ktui.tui.messages import (
     SearchFinished,
     ServiceEvents,
     ServiceFailed,
+    StoreDamaged,
     WatchSet,
 )
 from ktui.tui.screens.add_items import AddItemsScreen
@@ -295,12 +298,16 @@ class KtuiApp(App[int]):
         changes: dict[str, ItemChanged] = {}
         stats: QueueStats | None = None
         bases_dirty = False
+        # a base being rebuilt: its store's state is re-read as its items index (a few bases, once per batch)
+        rebuilding = {b.id for b in self.bases_pane.bases.values() if b.needs_rebuild}
         with self.batch_update():
             for ev in message.events:
                 match ev:
                     case ItemChanged():
                         if ev.base_id == base_id:
                             changes[ev.item_id] = ev
+                        if ev.base_id in rebuilding:
+                            bases_dirty = True
                     case ItemsAdded():
                         bases_dirty = True
                         if ev.base_id == base_id:
@@ -386,6 +393,7 @@ class KtuiApp(App[int]):
             self.search_pane.clear_results()
             if base is not None:
                 self.search_pane.set_defaults(base.search_mode.value, base.top_k)
+        self.search_pane.show_store_problem(base, self.key("base.reindex"))
         title = self.query_one("#items-title", Label)
         if base is not None:
             title.update(literal(f"Items — {base.emoji} {shorten(base.name, 200)}", one_line=True))
@@ -423,6 +431,8 @@ class KtuiApp(App[int]):
             try:
                 value = await coro
             except KnowledgeError as exc:
+                if isinstance(exc, StoreDamagedError):
+                    self.post_message(StoreDamaged(base_id))
                 self.post_message(ServiceFailed(what, error_text(exc), base_id=base_id, item_id=item_id))
             else:
                 if outcome is not None:
@@ -439,6 +449,15 @@ class KtuiApp(App[int]):
 
     def on_reindex_queued(self, message: ReindexQueued) -> None:
         self.notify(f"Reindexing “{message.name}”", timeout=2)
+
+    def on_base_reindexed(self, message: BaseReindexed) -> None:
+        self.notify(f"Reindexing all {message.value or 0} item(s) of “{message.name}”", timeout=3)
+        self.reload_bases()  # a rebuilt store no longer needs a rebuild
+
+    def on_store_damaged(self, message: StoreDamaged) -> None:
+        # the facade finds a damaged store when it first opens it (a search, the chunks); the
+        # base's `store_problem` says so from then on: show it in the bases pane
+        self.reload_bases()
 
     def on_watch_set(self, message: WatchSet) -> None:
         if not self._alive():
@@ -479,7 +498,7 @@ class KtuiApp(App[int]):
         match action:
             case "edit_base" | "delete_base" | "restore_base":
                 return base is not None
-            case "add_items":
+            case "add_items" | "reindex_base":
                 return usable
             case "delete_item" | "reindex_item" | "item_info":
                 return usable and item is not None
@@ -574,6 +593,20 @@ class KtuiApp(App[int]):
 
         self.push_screen(ConfirmScreen("Delete base", f"Delete “{base.name}” with all its items and vectors?"),
                          confirmed)
+
+    def action_reindex_base(self) -> None:
+        base = self.current_base
+        if base is None:
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.call_service(f"Reindexing “{base.name}”", reindex_whole_base(self.ks, base), BaseReindexed,
+                                  base_id=base.id, name=base.name)
+
+        why = ("Its store needs a rebuild. " if base.needs_rebuild else "")
+        self.push_screen(ConfirmScreen("Reindex all", f"{why}Read and embed every item of “{base.name}” again?",
+                                       confirm_label="Reindex"), confirmed)
 
     def action_restore_base(self) -> None:
         base = self.current_base
@@ -696,6 +729,8 @@ class KtuiApp(App[int]):
                 else:
                     response = await self.ks.search(base_id, parsed.text, top_k, mode=mode, filters=parsed.filters())
             except KnowledgeError as exc:
+                if isinstance(exc, StoreDamagedError):
+                    self.post_message(StoreDamaged(base_id))
                 self.post_message(SearchFinished(base_id, raw.strip(), mode, None, serial, error=error_text(exc)))
                 return
             self.post_message(SearchFinished(base_id, raw.strip(), mode, response, serial,

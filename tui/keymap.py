@@ -44,6 +44,8 @@ APP_ACTIONS: tuple[Action, ...] = (
     Action("base.new", "n", "new_base", "New", "Create a knowledge base"),
     Action("base.edit", "e", "edit_base", "Edit", "Edit the selected base's settings"),
     Action("base.restore", "R", "restore_base", "Restore", "Rebuild the selected base with another model"),
+    Action("base.reindex", "ctrl+r", "reindex_base", "Reindex all",
+           "Reindex every item of the selected base (rebuilds a damaged store)"),
     Action("base.delete", "D", "delete_base", "Del base", "Delete the selected base and its data"),
     Action("app.search", "slash", "focus_search", "Search", "Focus the search box"),
     Action("search.mode", "ctrl+o", "cycle_mode", "Mode", "Cycle the search mode (hybrid, vector, bm25)"),

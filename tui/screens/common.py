@@ -75,6 +75,8 @@ class Dialog(ModalScreen):
             try:
                 value = await coro
             except KnowledgeError as exc:
+                if isinstance(exc, StoreDamagedError):
+                    self.post_message(StoreDamaged())  # bubbles to the app, which reloads the bases
                 self.post_message(outcome(error=error_text(exc), **fields))
             else:
                 self.post_message(outcome(value=value, **fields))

@@ -21,7 +21,7 @@ NAME_LIMIT = 200
 
 
 def base_prompt(base: KnowledgeBase, count: int | None, notice: str | None = None,
-                restore_key: str = "R") -> Text:
+                restore_key: str = "R", rebuild_key: str = "Ctrl+R") -> Text:
     """One base as a list entry; its name, emoji and notice are data (cleaned, never markup)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(clean(base.emoji, one_line=True) + " ")
@@ -31,6 +31,9 @@ def base_prompt(base: KnowledgeBase, count: int | None, notice: str | None = Non
     if base.status == BaseStatus.FAILED:
         why = base.error.value.replace("_", " ") if base.error else "failed"
         t.append(f"\n   ✘ {why} — {restore_key} restores", "bold red")
+    elif base.needs_rebuild:
+        # its store is missing or damaged (the reason is in the search pane's status line)
+        t.append(f"\n   ⚠ store needs a rebuild — {rebuild_key} reindexes all", "bold yellow")
     if notice:
         t.append("\n   ⚠ " + clean(shorten(notice, 300), one_line=True), "red")
     return t
@@ -43,7 +46,8 @@ class BasesPane(OptionList):
         ["list.down", "list.up", "list.top", "list.bottom", "pane.right"])
 
     def _prompt(self, base: KnowledgeBase, count: int | None, notice: str | None) -> Text:
-        return base_prompt(base, count, notice, restore_key=key_hint(self, "base.restore"))
+        return base_prompt(base, count, notice, restore_key=key_hint(self, "base.restore"),
+                           rebuild_key=key_hint(self, "base.reindex"))
 
     async def action_pane_right(self) -> None:
         await self.app.run_action("focus_pane('items')")

@@ -22,7 +22,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from ktui.core.models import KnowledgeSearchResult, ScoreKind, SearchResponse
+from ktui.core.models import KnowledgeBase, KnowledgeSearchResult, ScoreKind, SearchResponse
 from ktui.tui.host import key_hint
 from ktui.tui.keymap import widget_bindings
 from ktui.tui.search_modes import mode_name, mode_options, next_mode
@@ -189,7 +189,22 @@ class SearchPane(Vertical):
         return mode_name(str(select.value))
 
     def show_status(self, text: Text) -> None:
+        self._store_warning_for = None
         self.query_one("#search-status", Static).update(text)
+
+    _store_warning_for: str | None = None  # the base whose store warning the status line shows
+
+    def show_store_problem(self, base: KnowledgeBase | None, rebuild_key: str) -> None:
+        """A base whose store is missing or damaged says why, and which key rebuilds it, in the
+        status line (wrapped, never cut); the warning goes once the store is fine again."""
+        if base is not None and base.is_usable and base.needs_rebuild:
+            status = Text("⚠ This base's store needs a rebuild: ", "bold yellow")
+            status.append(clean(shorten(base.store_problem or "", 2000)), "yellow")
+            status.append(f"\n{rebuild_key} reindexes every item from its source; until then search fails.", "yellow")
+            self.show_status(status)
+            self._store_warning_for = base.id
+        elif self._store_warning_for is not None:
+            self.show_status(Text())
 
     def show_response(self, query: str, response: SearchResponse, mode: str, roots: Iterable[str] = (), *,
                       base_names: dict[str, str] | None = None, scope: str = "", terms_query: str = "") -> None:
