@@ -398,7 +398,7 @@ class KtuiApp(App[int]):
         if base is not None:
             title.update(literal(f"Items — {base.emoji} {shorten(base.name, 200)}", one_line=True))
         elif not self.bases_pane.bases:
-            title.update(literal(f"Items — no base yet: press {self.key('base.new')} to create one"))
+            title.update(literal(f"No base: {self.key('base.new')} creates one", one_line=True))
         else:
             title.update(literal("Items"))
         self.refresh_bindings()

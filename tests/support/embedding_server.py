@@ -591,8 +591,9 @@ class EmbeddingServerHandle:
 
 def start_embedding_server(dims: int = DEFAULT_DIMS, *, models: Sequence[str] = DEFAULT_MODELS,
                            strict_models: bool = False, base64: str = "answer",
-                           subprocess: bool = False, served_as: str | None = None) -> EmbeddingServerHandle:
-    """Start a server on 127.0.0.1 (a free port) and return its handle.
+                           subprocess: bool = False, served_as: str | None = None,
+                           port: int = 0) -> EmbeddingServerHandle:
+    """Start a server on 127.0.0.1 (a free port, or `port`) and return its handle.
 
     `strict_models=True` answers 404 for models not in `models` (to test "model not
     found"); by default any model name is accepted. `base64` is "answer" (like
@@ -603,7 +604,7 @@ def start_embedding_server(dims: int = DEFAULT_DIMS, *, models: Sequence[str] = 
     """
     if not subprocess:
         core = EmbeddingServerCore(dims, models, strict_models=strict_models, base64=base64, served_as=served_as)
-        thread = _ThreadServer(core)
+        thread = _ThreadServer(core, port)
         return EmbeddingServerHandle(dims, thread=thread, port=thread.port)
     import subprocess as sp
 

@@ -22,7 +22,8 @@ from ktui.core.models import ItemInput, ItemPhase, QueueStats
 from ktui.core.transfer import EXPORT_FORMAT
 from ktui.tui.app import KtuiApp
 from ktui.tui.widgets.status_line import StatusLine
-from tests.tui.conftest import MODEL, until
+from tests.support.embedding_server import EmbeddingServerHandle, start_embedding_server
+from tests.tui.conftest import DIMS, MODEL, make_settings, until
 
 SIZE = (120, 40)
 SMALL, MEDIUM, LARGE = (80, 24), (120, 40), (200, 60)
@@ -122,7 +123,6 @@ def test_empty_app(snap_compare, settings):
 
 
 @pytest.mark.parametrize("size", [SMALL, MEDIUM, LARGE], ids=["80x24", "120x40", "200x60"])
-@pytest.mark.xfail(reason="picture predates the relevance (issue 18) and OCR (issue 21) changes that landed after it; regenerate with --snapshot-update after review", strict=False)
 def test_items_search_and_failed_item(snap_compare, settings, corpus, size):
     async def run_before(pilot):
         app = pilot.app
@@ -298,12 +298,28 @@ def test_failed_item_with_a_long_error(snap_compare, settings, corpus):
     assert snap_compare(KtuiApp(settings), terminal_size=SMALL, run_before=run_before)
 
 
-@pytest.mark.xfail(reason="picture predates the relevance (issue 18) and OCR (issue 21) changes that landed after it; regenerate with --snapshot-update after review", strict=False)
-def test_degraded_results_say_keyword_only(snap_compare, settings, corpus, embedding_server):
+DEGRADED_PORT = 28471
+"""The degraded banner quotes the provider's error, URL and port included: a fixed port (below
+Linux's ephemeral range, used only while the corpus lock is held) keeps the picture stable."""
+
+
+@pytest.fixture
+def fixed_port_server(corpus) -> Iterator[EmbeddingServerHandle]:
+    handle = start_embedding_server(DIMS, port=DEGRADED_PORT)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def test_degraded_results_say_keyword_only(snap_compare, tmp_path, corpus, fixed_port_server):
+    server = fixed_port_server
+    settings = make_settings(tmp_path / "data", server)
+
     async def run_before(pilot):
         app = pilot.app
         await indexed(pilot, corpus, expand=False)
-        embedding_server.faults.fail(500, times=10)
+        server.faults.fail(500, times=10)
         await pilot.press("slash", *"cellar", "enter")
         await until(lambda: app.search_pane.results, pilot)
         app.query_one("#results").focus()
@@ -312,13 +328,12 @@ def test_degraded_results_say_keyword_only(snap_compare, settings, corpus, embed
     try:
         assert snap_compare(KtuiApp(settings), terminal_size=MEDIUM, run_before=run_before)
     finally:
-        embedding_server.faults.clear()
+        server.faults.clear()
 
 
 HOSTILE_BASES = ["Team [link=http://x]wiki", "N [/]", "Docs [@click=app.quit]x", "[b]unclosed"]
 
 
-@pytest.mark.xfail(reason="picture predates the relevance (issue 18) and OCR (issue 21) changes that landed after it; regenerate with --snapshot-update after review", strict=False)
 def test_hostile_names_are_shown_literally(snap_compare, settings, corpus):
     """The worst names: markup, an unbalanced tag, a click action, an escape sequence, CJK, RTL, emoji."""
 

@@ -230,6 +230,8 @@ class SearchPane(Vertical):
             status.append(("keyword results only: " if notice.degraded else "")
                           + clean(shorten(notice.reason, 200), one_line=True) + "\n", "yellow")
         quoted = clean(shorten(query, 200), one_line=True)
+        if response.mode is not None:
+            mode = response.mode.value  # the mode that produced the results (bm25 after a fallback)
         if n:
             status.append(f"{n} result{'s' if n != 1 else ''} for “{quoted}” ({mode_name(mode)})", "dim")
             if scope:
