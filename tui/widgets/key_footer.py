@@ -92,6 +92,7 @@ class KeyFooter(Footer):
             return
         width = self.app.size.width
         self._composed_width = width
+        self._composed_signature = self._signature()
         palette = self._palette()
         budget = width
         if palette is not None:
@@ -137,6 +138,22 @@ class KeyFooter(Footer):
             yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
                             classes="-command-palette", disabled=not enabled,
                             tooltip=binding.tooltip or binding.description)
+
+    def on_mount(self) -> None:
+        # Footer subscribes to the screen's binding updates (its own on_mount runs too); a footer
+        # mounted after the screen set its focus would wait for the next update: compose now
+        self._bindings_ready = True
+        self.call_after_refresh(self.recompose)
+
+    def _signature(self) -> tuple:
+        return self.app.size.width, tuple((e.action, tuple(b[1] for b in e.bindings)) for e in self._entries())
+
+    @property
+    def settled(self) -> bool:
+        """The entries shown are those of the bindings active now (no recompose pending)."""
+        return self._bindings_ready and self._composed_signature == self._signature()
+
+    _composed_signature: tuple = ()
 
     def on_resize(self, event: events.Resize) -> None:
         if self._bindings_ready and self.app.size.width != self._composed_width:
