@@ -21,6 +21,7 @@ from textual.widgets import Input, TextArea
 from ktui.core.models import ItemInput, ItemPhase, QueueStats
 from ktui.core.transfer import EXPORT_FORMAT
 from ktui.tui.app import KtuiApp
+from ktui.tui.widgets.key_footer import KeyFooter
 from ktui.tui.widgets.status_line import StatusLine
 from tests.support.embedding_server import EmbeddingServerHandle, start_embedding_server
 from tests.tui.conftest import DIMS, MODEL, make_settings, until
@@ -72,8 +73,11 @@ def _fixed_corpus() -> Iterator[Path]:
     shutil.rmtree(FIXED_ROOT, ignore_errors=True)
 
 
-def calm(app: KtuiApp, done: int = 0, failed: int = 0) -> None:
-    """Remove everything that varies from run to run."""
+async def calm(pilot, done: int = 0, failed: int = 0) -> None:
+    """Remove everything that varies from run to run, once every footer shows the keys of now."""
+    app: KtuiApp = pilot.app
+    await until(lambda: all(f.settled for screen in app.screen_stack for f in screen.query(KeyFooter)), pilot,
+                what="footers settled")
     app.animation_level = "none"
     for widget in app.screen.query(Input):
         widget.cursor_blink = False
@@ -117,7 +121,7 @@ async def indexed(pilot, corpus: Path, *, expand: bool = True):
 def test_empty_app(snap_compare, settings):
     async def run_before(pilot):
         await until(lambda: pilot.app.ready, pilot)
-        calm(pilot.app)
+        await calm(pilot)
 
     assert snap_compare(KtuiApp(settings), terminal_size=SMALL, run_before=run_before)
 
@@ -130,7 +134,7 @@ def test_items_search_and_failed_item(snap_compare, settings, corpus, size):
         await pilot.press("slash", *"apples cellar", "enter")
         await until(lambda: app.search_pane.results, pilot)
         app.item_tree.focus()
-        calm(app, done=6, failed=1)
+        await calm(pilot, done=6, failed=1)
 
     assert snap_compare(KtuiApp(settings), terminal_size=size, run_before=run_before)
 
@@ -149,8 +153,8 @@ def test_item_mid_indexing(snap_compare, settings, corpus, embedding_server):
         await until(lambda: item.id in app.item_tree.nodes_by_id
                     and app.item_tree.nodes_by_id[item.id].data.phase == ItemPhase.EMBEDDING, pilot)
         app.item_tree.focus()
-        calm(app)
-        calm(app)  # a late stats event must not change the picture
+        await calm(pilot)
+        await calm(pilot)  # a late stats event must not change the picture
         app.query_one(StatusLine).frozen = True
 
     try:
@@ -169,7 +173,7 @@ def test_failed_base_offers_restore(snap_compare, settings):
         await app.ks.create_base("Orchard", MODEL, None, emoji="🍎")
         app.reload_bases()
         await until(lambda: len(app.bases_pane.bases) == 2 and app.item_tree.nodes_by_id, pilot)
-        calm(app)
+        await calm(pilot)
 
     assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
 
@@ -185,7 +189,7 @@ def dialog_test(keys: tuple[str, ...], ready, *, prepare=None, expand=False):
                 await prepare(pilot)
             await pilot.press(*keys)
             await until(lambda: ready(app), pilot)
-            calm(app, done=6, failed=1)
+            await calm(pilot, done=6, failed=1)
 
         assert snap_compare(KtuiApp(settings, start_dir=corpus), terminal_size=SMALL, run_before=run_before)
 
@@ -250,7 +254,7 @@ def test_chunk_in_context(snap_compare, settings, corpus):
         await pilot.press("enter")
         await until(lambda: app.screen.query("#context") and "months" in str(
             app.screen.query_one("#context").render()), pilot)
-        calm(app, done=6, failed=1)
+        await calm(pilot, done=6, failed=1)
 
     assert snap_compare(KtuiApp(settings), terminal_size=SMALL, run_before=run_before)
 
@@ -267,7 +271,7 @@ def test_restore_dialog(snap_compare, settings):
         await pilot.press("R")
         await until(lambda: app.screen.query("#dimensions") and
                     app.screen.query_one("#dimensions", Input).value == "32", pilot)
-        calm(app)
+        await calm(pilot)
 
     assert snap_compare(KtuiApp(settings), terminal_size=SIZE, run_before=run_before)
 
@@ -293,7 +297,7 @@ def test_failed_item_with_a_long_error(snap_compare, settings, corpus):
         await until(lambda: app.screen.query("#detail") and "Error" in str(app.screen.query_one("#detail").render()),
                     pilot)
         await pilot.press("escape")
-        calm(app, failed=2)
+        await calm(pilot, failed=2)
 
     assert snap_compare(KtuiApp(settings), terminal_size=SMALL, run_before=run_before)
 
@@ -323,7 +327,7 @@ def test_degraded_results_say_keyword_only(snap_compare, tmp_path, corpus, fixed
         await pilot.press("slash", *"cellar", "enter")
         await until(lambda: app.search_pane.results, pilot)
         app.query_one("#results").focus()
-        calm(app, done=6, failed=1)
+        await calm(pilot, done=6, failed=1)
 
     try:
         assert snap_compare(KtuiApp(settings), terminal_size=MEDIUM, run_before=run_before)
@@ -353,6 +357,6 @@ def test_hostile_names_are_shown_literally(snap_compare, settings, corpus):
         await pilot.press("slash", *"[/] plan", "enter")
         await until(lambda: app.search_pane.results, pilot)
         app.item_tree.focus()
-        calm(app, done=2)
+        await calm(pilot, done=2)
 
     assert snap_compare(KtuiApp(settings), terminal_size=MEDIUM, run_before=run_before)
