@@ -83,6 +83,7 @@ async def calm(pilot, done: int = 0, failed: int = 0) -> None:
         widget.cursor_blink = False
     for widget in app.screen.query(TextArea):
         widget.cursor_blink = False
+        widget.refresh()  # with blink off the cursor is drawn iff focused: redraw, not a cached blink phase
     for screen in app.screen_stack:
         for widget in screen.query(Input):
             widget.cursor_blink = False
@@ -91,6 +92,7 @@ async def calm(pilot, done: int = 0, failed: int = 0) -> None:
     for screen in app.screen_stack:
         for widget in screen.query("#detail"):
             widget.display = False  # item details show the item's times
+    await pilot.pause()
 
 
 async def indexed(pilot, corpus: Path, *, expand: bool = True):
