@@ -298,7 +298,8 @@ def test_generated_names_are_shown_literally(embedding_server, name):
                 assert shown(name) in screen_text(app)
                 app.item_tree.focus()
                 await open_and_check(pilot, "d", ConfirmScreen, [shown(name.strip(), 20)])
-                await open_and_check(pilot, "e", BaseFormScreen, [shown(name)], ready=lambda s: s.query("#name"))
+                # the name as the service stored it (surrounding blanks are trimmed)
+                await open_and_check(pilot, "e", BaseFormScreen, [shown(base.name)], ready=lambda s: s.query("#name"))
                 assert alive(app)
 
     asyncio.run(scenario())
