@@ -156,7 +156,7 @@ def test_base_and_item_workflow(ktui):
     reindexed = ktui.json("reindex", "Notes", single["id"][-8:], "--wait")
     assert [i["id"] for i in reindexed["items"]] == [single["id"]]
     assert reindexed["wait"] == {"total": 1, "completed": 1, "unfinished": 0, "paused": None, "failed": [],
-                                 "window_overflow": []}
+                                 "window_overflow": [], "skipped": []}
 
     removed = ktui.json("rm", "Notes", "single.txt", "docs")
     assert len(removed["removed"]) == 2
@@ -516,7 +516,7 @@ def test_reindex_wait_counts_the_files_a_folder_refresh_reads_again(ktui):
     (folder / "g.txt").write_text("a new file about penguins", encoding="utf-8")
     waited = ktui.json("reindex", "Many", "many", "--wait")["wait"]
     assert waited == {"total": 5, "completed": 5, "unfinished": 0, "paused": None, "failed": [],
-                      "window_overflow": []}  # the folder, 3 changed, 1 new
+                      "window_overflow": [], "skipped": []}  # the folder, 3 changed, 1 new
 
 
 @pytest.mark.slow

@@ -115,7 +115,8 @@ def test_space_returning_while_ktui_runs_resumes_the_paused_queue(tmp_path, serv
             assert stats.pending > 0, "the queue should wait, not fail everything"
             items = (await ks.list_items(base.id, group_id=ANY_GROUP, limit=100)).items
             failed = [i for i in items if i.status == ItemStatus.FAILED]
-            assert all(i.error.startswith("no space left on device: ") for i in failed)
+            assert all(i.error.startswith("no space left on device: ") for i in failed), \
+                [(i.type.value, i.error) for i in failed if not i.error.startswith("no space left on device: ")]
             ballast.unlink()
             for _ in range(600):  # bounded: the probe runs every 0.05 s
                 await asyncio.sleep(0.05)
