@@ -19,6 +19,7 @@ import time
 import pytest
 
 from tests.cli.test_cli import Ktui, server  # noqa: F401 - the module's embedding server fixture
+from tests.support.processes import alive
 
 DEADLINE = 90  # generous: only how long to wait for the process, never a measured figure
 
@@ -66,9 +67,9 @@ def test_sigterm_during_add_wait_exits_143_cleanly_and_the_work_resumes(tmp_path
         assert "ktui: terminated; unfinished work resumes at the next start" in stderr
         assert "Traceback" not in stderr and "internal error" not in stderr
         deadline = time.monotonic() + DEADLINE
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(_alive(pid) for pid in workers), "a parse worker outlived ktui"
+        assert not any(alive(pid) for pid in workers), "a parse worker outlived ktui"
     finally:
         server.faults.delay(0)
         if proc.poll() is None:
@@ -77,10 +78,3 @@ def test_sigterm_during_add_wait_exits_143_cleanly_and_the_work_resumes(tmp_path
     items = json.loads(ktui("items", "Notes", "--all", "--json").stdout)["items"]
     assert len(items) == 41 and {i["status"] for i in items} == {"completed"}
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -15,6 +15,7 @@ from ktui.core.errors import IngestError
 from ktui.core.ingest.pipeline import read_and_chunk_file
 from ktui.core.models import FileItemData
 from ktui.core.runtime.parse_pool import ParsePool
+from tests.support.processes import alive
 
 
 def file_data(path) -> FileItemData:
@@ -81,14 +82,6 @@ async def test_a_crashed_worker_fails_only_its_item(tmp_path):
         await pool.close()
 
 
-def _alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie nobody reaps counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_blocked_worker_does_not_outlive_the_process_that_started_it():
@@ -110,13 +103,13 @@ def test_a_blocked_worker_does_not_outlive_the_process_that_started_it():
         os.close(read_end)
         assert parent.stdout is not None
         worker_pid = int(parent.stdout.readline())
-        assert _alive(worker_pid)
+        assert alive(worker_pid)
         parent.kill()  # SIGKILL: no clean-up of any kind in the parent
         parent.wait()
         deadline = time.monotonic() + 60  # the worker looks once a second; the deadline only bounds a failure
-        while _alive(worker_pid) and time.monotonic() < deadline:
+        while alive(worker_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(worker_pid), "the parse worker outlived the process that started it"
+        assert not alive(worker_pid), "the parse worker outlived the process that started it"
     finally:
         os.close(write_end)
         if parent.poll() is None:
