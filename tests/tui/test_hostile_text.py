@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, Phase, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from rich.text import Text
@@ -276,8 +276,13 @@ async def test_toasts_and_errors_are_literal(settings):
 
 
 @pytest.mark.slow
+# no shrinking: each example starts the app (seconds), and shrinking a failure outlived the
+# test's timeout in CI, hiding the failing name behind a "Timeout"; the first failing name is
+# reported as found instead
 @hsettings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+                                                                  HealthCheck.too_slow],
+           phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@example(name="  b")  # CI found it: a name with leading blanks is stored trimmed
 @given(name=st.text(alphabet=st.sampled_from("[]/=@.:ab \x1b\t日👩\u202e\u0301#"), min_size=1, max_size=40)
        .filter(lambda s: any(c.isalnum() for c in s)))
 def test_generated_names_are_shown_literally(embedding_server, name):
@@ -295,7 +300,8 @@ def test_generated_names_are_shown_literally(embedding_server, name):
                 await until(lambda: app.item_tree.base_id == base.id, pilot)
                 await app.ks.add_items(base.id, [ItemInput("note", {"content": name + " apples"})])
                 await until(lambda: app.item_tree.nodes_by_id, pilot)
-                assert shown(name) in screen_text(app)
+                # the name as the service stored it: surrounding blanks are trimmed ("  b" is "b")
+                assert shown(base.name) in screen_text(app)
                 app.item_tree.focus()
                 await open_and_check(pilot, "d", ConfirmScreen, [shown(name.strip(), 20)])
                 # the name as the service stored it (surrounding blanks are trimmed)
