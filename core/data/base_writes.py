@@ -14,18 +14,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ktui.core.data.base_service import KnowledgeBaseService
+from ktui.core.data.base_validation import (
+    BASE_PATCHABLE,
+    check_base_consistency,
+    unknown_field,
+    validate_base_field,
+    validate_base_patch,
+)
 from ktui.core.data.rows import BASE_COLUMNS, group_from_row
 from ktui.core.data.validation import (
-    BASE_PATCHABLE,
     MAX_NAME_CHARS,
-    check_base_consistency,
     require_dimensions,
     require_id,
     require_model_id,
     require_name,
-    unknown_field,
-    validate_base_field,
-    validate_base_patch,
 )
 from ktui.core.db import new_id, utc_now
 from ktui.core.errors import NotFoundError, ValidationError

@@ -11,14 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ktui.core.data.item_validation import require_group_filter, require_item_type
 from ktui.core.data.rows import BASE_COLUMNS, ITEM_COLUMNS, base_from_row, item_from_row
-from ktui.core.data.validation import (
-    require_group_filter,
-    require_id,
-    require_ids,
-    require_item_type,
-    require_page,
-)
+from ktui.core.data.validation import require_id, require_ids, require_page
 from ktui.core.db import Database
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import (

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ktui.core.data.item_service import ChildSpec, KnowledgeItemService, id_chunks, marks
+from ktui.core.data.item_validation import require_phase, require_status
 from ktui.core.data.rows import ITEM_COLUMNS, data_to_json, item_from_row
-from ktui.core.data.validation import ValidItem, require_phase, require_status
+from ktui.core.data.validation import ValidItem
 from ktui.core.db import new_id, utc_now
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import (

@@ -10,12 +10,8 @@ import asyncio
 import logging
 from typing import Any
 
-from ktui.core.data.validation import (
-    ValidItem,
-    require_dimensions,
-    require_model_id,
-    validate_item_input,
-)
+from ktui.core.data.item_validation import validate_item_input
+from ktui.core.data.validation import ValidItem, require_dimensions, require_model_id
 from ktui.core.embeddings.profiles import fitted_chunking
 from ktui.core.errors import (
     AggregateAcceptanceError,

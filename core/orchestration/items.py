@@ -13,10 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from ktui.core.data.base_service import require_runnable
-from ktui.core.data.validation import (
-    ValidItem,
-    validate_item_inputs,
-)
+from ktui.core.data.item_validation import validate_item_inputs
+from ktui.core.data.validation import ValidItem
 from ktui.core.errors import (
     InvalidOperationError,
     KnowledgeError,

@@ -10,11 +10,7 @@ import logging
 from typing import Any
 
 from ktui.core.data.base_service import require_runnable
-from ktui.core.data.validation import (
-    require_id,
-    require_query,
-    require_top_k,
-)
+from ktui.core.data.validation import require_id, require_query, require_top_k
 from ktui.core.engine import RankResult, service_embedder
 from ktui.core.errors import (
     NotFoundError,

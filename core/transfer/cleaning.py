@@ -7,14 +7,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ktui.core.data.validation import (
-    MAX_PATH_CHARS,
-    ValidItem,
-    require_dimensions,
-    require_model_id,
-    validate_base_field,
-    validate_item_input,
-)
+from ktui.core.data.base_validation import validate_base_field
+from ktui.core.data.item_validation import validate_item_input
+from ktui.core.data.validation import MAX_PATH_CHARS, ValidItem, require_dimensions, require_model_id
 from ktui.core.errors import ValidationError
 from ktui.core.models import (
     DEFAULT_CHUNK_OVERLAP,

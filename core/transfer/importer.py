@@ -7,11 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ktui.core.data.imports import ImportLedger, fingerprint
-from ktui.core.data.validation import (
-    MAX_INPUTS_PER_CALL,
-    ValidItem,
-    validate_item_input,
-)
+from ktui.core.data.item_validation import validate_item_input
+from ktui.core.data.validation import MAX_INPUTS_PER_CALL, ValidItem
 from ktui.core.errors import KnowledgeError, ProviderError, ValidationError
 from ktui.core.models import (
     DirectoryItemData,

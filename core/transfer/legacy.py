@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ktui.core.data.validation import (
-    require_http_url,
-)
+from ktui.core.data.item_validation import require_http_url
 from ktui.core.errors import ValidationError
 from ktui.core.models import (
     ItemType,

@@ -27,17 +27,12 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ktui.core.data.base_validation import BASE_IMMUTABLE, BASE_PATCHABLE, BASE_READONLY
 from ktui.core.data.base_writes import BaseWrites
 from ktui.core.data.item_service import ChildSpec
+from ktui.core.data.item_validation import validate_item_inputs
 from ktui.core.data.item_writes import ItemWrites
-from ktui.core.data.validation import (
-    BASE_IMMUTABLE,
-    BASE_PATCHABLE,
-    BASE_READONLY,
-    MAX_INPUTS_PER_CALL,
-    require_id,
-    validate_item_inputs,
-)
+from ktui.core.data.validation import MAX_INPUTS_PER_CALL, require_id
 from ktui.core.db import Database
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import (

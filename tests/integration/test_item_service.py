@@ -11,7 +11,8 @@ import pytest
 import ktui.core.data.item_writes as item_writes_module
 import ktui.core.db as dbmod
 from ktui.core.data.item_service import ChildSpec
-from ktui.core.data.validation import ValidItem, validate_item_input
+from ktui.core.data.item_validation import validate_item_input
+from ktui.core.data.validation import ValidItem
 from ktui.core.db import Database
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import (

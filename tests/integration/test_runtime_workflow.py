@@ -294,7 +294,7 @@ async def test_restore_completed_and_failed_bases(tmp_path, server, corpus):
 
         # a failed base (its model is missing here) refuses work and restores
         failed = await ks._state.create_failed_base(name="Legacy", dimensions=DIMS)
-        from ktui.core.data.validation import validate_item_input
+        from ktui.core.data.item_validation import validate_item_input
 
         await ks._state.create_roots(
             failed.id, [validate_item_input(ItemInput("note", {"content": "legacy grapes"}))],

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ktui.core.config import parse_settings
-from ktui.core.data.validation import validate_base_field
+from ktui.core.data.base_validation import validate_base_field
 from ktui.core.errors import ConfigError, ValidationError
 from ktui.core.ingest.formats.pdf import text_quality
 from ktui.core.ingest.ocr.engine import parse_tsv

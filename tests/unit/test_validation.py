@@ -8,23 +8,24 @@ from pathlib import Path
 
 import pytest
 
+from ktui.core.data.base_validation import validate_base_field, validate_base_patch
+from ktui.core.data.item_validation import (
+    require_group_filter,
+    require_item_type,
+    validate_item_input,
+    validate_item_inputs,
+)
 from ktui.core.data.validation import (
     MAX_INPUTS_PER_CALL,
     MAX_NOTE_CHARS,
     require_emoji,
-    require_group_filter,
     require_id,
     require_ids,
-    require_item_type,
     require_model_id,
     require_name,
     require_page,
     require_query,
     require_top_k,
-    validate_base_field,
-    validate_base_patch,
-    validate_item_input,
-    validate_item_inputs,
 )
 from ktui.core.errors import ValidationError
 from ktui.core.models import (
