@@ -29,8 +29,8 @@ from ktui.core.data.validation import (
     require_model_id,
     require_name,
 )
-from ktui.core.db import new_id, utc_now
 from ktui.core.errors import NotFoundError, ValidationError
+from ktui.core.ids import new_id, utc_now
 from ktui.core.models import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,

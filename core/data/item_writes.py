@@ -21,8 +21,8 @@ from ktui.core.data.item_service import ChildSpec, KnowledgeItemService, id_chun
 from ktui.core.data.item_validation import require_phase, require_status
 from ktui.core.data.rows import ITEM_COLUMNS, data_to_json, item_from_row
 from ktui.core.data.validation import ValidItem
-from ktui.core.db import new_id, utc_now
 from ktui.core.errors import NotFoundError, ValidationError
+from ktui.core.ids import new_id, utc_now
 from ktui.core.models import (
     CONTAINER_TYPES,
     ITEM_DATA_CLASSES,

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import ktui.core.data.base_writes as base_writes_module
-import ktui.core.db as dbmod
+import ktui.core.ids as idsmod
 from ktui.core.data.base_writes import BaseWrites
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import BaseStatus, KnowledgeBaseErrorCode, SearchMode
@@ -148,9 +148,9 @@ async def test_rows_created_in_the_same_instant_keep_creation_order(bases, monke
     """Same created_at (and the same millisecond for the id clock): `id DESC` breaks the tie."""
     monkeypatch.setattr(base_writes_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
     frozen = 1_900_000_000_000 * 1_000_000
-    monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: frozen))
-    monkeypatch.setattr(dbmod, "_last_ms", dbmod._last_ms)  # restored afterwards
-    monkeypatch.setattr(dbmod, "_seq", dbmod._seq)
+    monkeypatch.setattr(idsmod, "time", SimpleNamespace(time_ns=lambda: frozen))
+    monkeypatch.setattr(idsmod, "_last_ms", idsmod._last_ms)  # restored afterwards
+    monkeypatch.setattr(idsmod, "_seq", idsmod._seq)
     made = [await make(bases, f"B{i}") for i in range(130)]
     assert len({b.created_at for b in made}) == 1
     pages = [await bases.list_page(page=p, limit=50) for p in (1, 2, 3)]

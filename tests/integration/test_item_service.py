@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 import ktui.core.data.item_writes as item_writes_module
-import ktui.core.db as dbmod
+import ktui.core.ids as idsmod
 from ktui.core.data.item_service import ChildSpec
 from ktui.core.data.item_validation import validate_item_input
 from ktui.core.data.validation import ValidItem
@@ -187,9 +187,9 @@ async def test_list_items_of_unknown_base(items):
 async def test_list_items_pages_newest_first_with_ties(items, base, monkeypatch):
     monkeypatch.setattr(item_writes_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
     frozen = 1_900_000_000_000 * 1_000_000
-    monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: frozen))
-    monkeypatch.setattr(dbmod, "_last_ms", dbmod._last_ms)  # restored afterwards
-    monkeypatch.setattr(dbmod, "_seq", dbmod._seq)
+    monkeypatch.setattr(idsmod, "time", SimpleNamespace(time_ns=lambda: frozen))
+    monkeypatch.setattr(idsmod, "_last_ms", idsmod._last_ms)  # restored afterwards
+    monkeypatch.setattr(idsmod, "_seq", idsmod._seq)
     created = []
     for batch in range(3):
         created += await items.create_roots(base.id, [note(f"{batch}-{i}") for i in range(50)])

@@ -19,7 +19,8 @@ from ktui.core.data.base_writes import BaseWrites
 from ktui.core.data.item_service import ChildSpec
 from ktui.core.data.item_writes import CHILD_FAILED_MESSAGE, ItemWrites, derive_container_state
 from ktui.core.data.validation import ValidItem
-from ktui.core.db import Database, new_id
+from ktui.core.db import Database
+from ktui.core.ids import new_id
 from ktui.core.models import (
     CONTAINER_TYPES,
     DirectoryItemData,

@@ -12,8 +12,11 @@ from types import SimpleNamespace
 import pytest
 
 import ktui.core.db as dbmod
-from ktui.core.db import DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, Database, _split_script, new_id, utc_now
+import ktui.core.ids as idsmod
+from ktui.core.db import DB_FILENAME, Database
+from ktui.core.db_schema import MIGRATIONS, SCHEMA_VERSION, split_script
 from ktui.core.errors import SchemaVersionError, StoreError
+from ktui.core.ids import new_id, utc_now
 
 NOW = "2026-01-01T00:00:00.000000Z"
 
@@ -72,7 +75,7 @@ async def test_reopen_is_a_no_op(tmp_path):
 async def test_older_database_is_upgraded_in_order_and_keeps_its_rows(tmp_path):
     path = tmp_path / DB_FILENAME
     conn = sqlite3.connect(path, isolation_level=None)
-    for statement in _split_script(MIGRATIONS[0]):
+    for statement in split_script(MIGRATIONS[0]):
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 1")
     conn.execute("INSERT INTO knowledge_group (id, name, created_at, updated_at) VALUES ('g', 'old', ?, ?)", (NOW, NOW))
@@ -167,7 +170,7 @@ async def test_migration_waits_for_a_concurrent_migrator_instead_of_failing(tmp_
     opening = asyncio.create_task(Database.open(tmp_path))
     await asyncio.sleep(0.3)  # ...while we read user_version 0 and queue for the lock
     assert not opening.done()
-    for statement in _split_script(MIGRATIONS[0]):  # ...and migrates first
+    for statement in split_script(MIGRATIONS[0]):  # ...and migrates first
         other.execute(statement)
     other.execute("PRAGMA user_version = 1")
     other.execute("COMMIT")
@@ -198,7 +201,7 @@ async def test_concurrent_opens_of_a_fresh_data_dir(tmp_path):
 
 
 def test_split_script_keeps_trigger_bodies_whole():
-    statements = _split_script(MIGRATIONS[0])
+    statements = split_script(MIGRATIONS[0])
     triggers = [s for s in statements if "CREATE TRIGGER" in s]
     assert len(triggers) == 2
     assert all(t.rstrip().endswith("END;") and "RAISE(ABORT" in t for t in triggers)
@@ -254,9 +257,9 @@ def test_ids_are_version_7_uuids_in_creation_order():
 
 def test_ids_stay_ordered_past_4096_in_one_millisecond(monkeypatch):
     frozen = 1_800_000_000_000 * 1_000_000
-    monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: frozen))
-    monkeypatch.setattr(dbmod, "_last_ms", 0)
-    monkeypatch.setattr(dbmod, "_seq", 0)
+    monkeypatch.setattr(idsmod, "time", SimpleNamespace(time_ns=lambda: frozen))
+    monkeypatch.setattr(idsmod, "_last_ms", 0)
+    monkeypatch.setattr(idsmod, "_seq", 0)
     ids = [new_id() for _ in range(10_000)]
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
@@ -264,9 +267,9 @@ def test_ids_stay_ordered_past_4096_in_one_millisecond(monkeypatch):
 
 def test_ids_stay_ordered_when_the_clock_goes_back(monkeypatch):
     clock = iter([5_000, 5_000, 4_000, 3_000, 5_001])  # milliseconds
-    monkeypatch.setattr(dbmod, "time", SimpleNamespace(time_ns=lambda: next(clock) * 1_000_000))
-    monkeypatch.setattr(dbmod, "_last_ms", 0)
-    monkeypatch.setattr(dbmod, "_seq", 0)
+    monkeypatch.setattr(idsmod, "time", SimpleNamespace(time_ns=lambda: next(clock) * 1_000_000))
+    monkeypatch.setattr(idsmod, "_last_ms", 0)
+    monkeypatch.setattr(idsmod, "_seq", 0)
     ids = [new_id() for _ in range(5)]
     assert ids == sorted(ids)
 
