@@ -37,3 +37,20 @@ async def db(tmp_path):
     database = await Database.open(tmp_path / "data")
     yield database
     await database.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL 16 + pgvector (tests/support/postgres.py), one per test process,
+    started on first use and stopped (its files deleted) at the end of the session."""
+    from tests.support.postgres import running_server
+
+    with running_server() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_schema(postgres_server):
+    """A fresh, empty schema of that server for one test (dropped afterwards)."""
+    with postgres_server.schema() as name:
+        yield name
