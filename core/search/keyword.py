@@ -56,6 +56,11 @@ STOP_WORDS = frozenset(
 )
 
 
+def starts_cjk(text: str) -> bool:
+    """True when ``text`` begins with a Chinese, Japanese or Korean character."""
+    return _HAS_CJK.match(text) is not None
+
+
 def _bigrams(run: str) -> list[str]:
     if len(run) == 1:
         return [run]

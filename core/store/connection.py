@@ -33,6 +33,28 @@ class VectorShapeError(StoreError, ValueError):
 
 
 
+def check_vectors(vectors: Any, n: int, dimensions: int, *, what: str) -> np.ndarray:
+    """``vectors`` as a contiguous float32 ``(n, dimensions)`` matrix of finite values, or
+    VectorShapeError saying what is wrong (every backend's writes and queries use it)."""
+    try:
+        arr = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise VectorShapeError(f"{what}: not a numeric matrix ({exc})") from exc
+    if n == 0 and arr.size == 0:
+        return np.empty((0, dimensions), np.float32)
+    if arr.ndim != 2 or arr.shape[0] != n:
+        raise VectorShapeError(
+            f"{what}: expected {n} row(s) of {dimensions} values, got shape {arr.shape}"
+        )
+    if arr.shape[1] != dimensions:
+        raise VectorShapeError(
+            f"{what}: vectors are {arr.shape[1]} wide but this base stores {dimensions}-dimension vectors"
+        )
+    if not np.isfinite(arr).all():
+        raise VectorShapeError(f"{what}: vectors contain NaN or infinity")
+    return np.ascontiguousarray(arr)
+
+
 class StoreConnection:
     """One base store's connection and shared state; see the module docstring."""
 
@@ -109,23 +131,7 @@ class StoreConnection:
             ) from exc
 
     def _check_vectors(self, vectors: Any, n: int, *, what: str) -> np.ndarray:
-        try:
-            arr = np.asarray(vectors, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise VectorShapeError(f"{what}: not a numeric matrix ({exc})") from exc
-        if n == 0 and arr.size == 0:
-            return np.empty((0, self.dimensions), np.float32)
-        if arr.ndim != 2 or arr.shape[0] != n:
-            raise VectorShapeError(
-                f"{what}: expected {n} row(s) of {self.dimensions} values, got shape {arr.shape}"
-            )
-        if arr.shape[1] != self.dimensions:
-            raise VectorShapeError(
-                f"{what}: vectors are {arr.shape[1]} wide but this base stores {self.dimensions}-dimension vectors"
-            )
-        if not np.isfinite(arr).all():
-            raise VectorShapeError(f"{what}: vectors contain NaN or infinity")
-        return np.ascontiguousarray(arr)
+        return check_vectors(vectors, n, self.dimensions, what=what)
 
     def _bump_generation(self) -> int:
         row = self._con.execute(

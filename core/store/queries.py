@@ -15,9 +15,9 @@ import numpy as np
 
 from ktui.core.errors import StoreDamagedError, StoreError
 from ktui.core.models import ChunkRecord
-from ktui.core.search.fusion import CANDIDATE_POOL, fuse_scores
 from ktui.core.search.keyword import fts_match_expression
 
+from .hybrid import HybridSearch
 from .rows import batches, id_list, is_corruption, record
 from .sidecar import MatrixSidecar
 from .vector_search import normalise, search_snapshot
@@ -25,7 +25,7 @@ from .vector_search import normalise, search_snapshot
 log = logging.getLogger(__name__)
 
 
-class ChunkQueries(MatrixSidecar):
+class ChunkQueries(HybridSearch, MatrixSidecar):
     """Chunk reads and the three primitive searches (see the module docstring)."""
 
     def list_chunks(self, item_ids: Iterable[str]) -> list[ChunkRecord]:
@@ -130,21 +130,3 @@ class ChunkQueries(MatrixSidecar):
                     f"Vector store file {self.path}: full-text search failed: {exc}"
                 ) from exc
         return [(cid, -float(rank)) for cid, rank in rows]
-
-    def search_hybrid(
-        self, query_vec: np.ndarray, query: str, k: int, alpha: float
-    ) -> list[tuple[str, float]]:
-        """Both sides' best ``max(CANDIDATE_POOL, k)`` fused (core.search.fusion); ``alpha`` weights vector.
-
-        The search itself (``core.search.run_search``) does the same with filters,
-        rerank and relevance; this is the store-level shortcut for tests and benchmarks.
-        """
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"hybrid alpha must be within 0..1, got {alpha!r}")
-        if k <= 0:
-            return []
-        pool = max(CANDIDATE_POOL, int(k))
-        vector = self.search_vector(query_vec, pool)
-        keyword = self.search_bm25(query, pool)
-        return fuse_scores(vector, keyword, alpha=alpha, limit=int(k))
-
