@@ -1,9 +1,14 @@
-"""BaseStore against real SQLite files: replace semantics, FTS in step, deletes, search modes."""
+"""The chunk-store contract against real backends: replace semantics, FTS in step, deletes, search modes.
+
+Every test that takes `store` (or `hostile_store`) runs twice: on a real SQLite file and on
+a real PostgreSQL + pgvector (tests/support/postgres.py, tests/support/stores.py). The
+tests below that open `BaseStore` themselves are about the SQLite store's matrix.
+"""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -14,15 +19,16 @@ from hypothesis import strategies as st
 from ktui.core.errors import StoreError
 from ktui.core.models import Chunk, ChunkRecord
 from ktui.core.store import BaseStore, Tuning, VectorShapeError
+from tests.support.stores import BACKENDS, fts_count, open_store
 
 D = 16
 
 
-@pytest.fixture
-def store(tmp_path: Path):
-    s = BaseStore.open(tmp_path / "bases" / "b.sqlite", D, create=True)
-    yield s
-    s.close()
+@pytest.fixture(params=BACKENDS)
+def store(request, tmp_path: Path):
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    with ExitStack() as stack:
+        yield open_store(request.param, stack, tmp_path, D, server)
 
 
 def vecs(n: int, seed: int = 0) -> np.ndarray:
@@ -31,16 +37,6 @@ def vecs(n: int, seed: int = 0) -> np.ndarray:
 
 def chunks(*texts: str) -> list[Chunk]:
     return [Chunk(t, {"source": "s", "n": i}) for i, t in enumerate(texts)]
-
-
-def fts_count(store: BaseStore, word: str) -> int:
-    con = sqlite3.connect(store.path)
-    try:
-        return con.execute(
-            "SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?", (f'"{word}"',)
-        ).fetchone()[0]
-    finally:
-        con.close()
 
 
 def test_replace_returns_new_ids_and_records_round_trip(store: BaseStore) -> None:
@@ -188,9 +184,11 @@ def test_bm25_ranks_better_matches_higher(store: BaseStore) -> None:
     assert store.search_bm25("foxes", 10) == []  # exact words: no stemmer merges "foxes" into "fox"
 
 
-@pytest.fixture(scope="module")
-def hostile_store(tmp_path_factory):
-    s = BaseStore.open(tmp_path_factory.mktemp("hostile") / "h.sqlite", D, create=True)
+@pytest.fixture(scope="module", params=BACKENDS)
+def hostile_store(request, tmp_path_factory):
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    stack = ExitStack()
+    s = open_store(request.param, stack, tmp_path_factory.mktemp("hostile"), D, server)
     s.replace_item_chunks(
         "a",
         chunks(
@@ -199,7 +197,7 @@ def hostile_store(tmp_path_factory):
         vecs(3),
     )
     yield s
-    s.close()
+    stack.close()
 
 
 @settings(max_examples=80)

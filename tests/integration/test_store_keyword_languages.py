@@ -1,8 +1,13 @@
-"""Keyword search over a real store: CJK text, exact words, and the schema-1 → 2 migration."""
+"""Keyword search over a real store: CJK text, exact words, and the schema-1 → 2 migration.
+
+The CJK tests run on both backends (SQLite and PostgreSQL, tests/support/stores.py); the
+migration tests are about SQLite files.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +16,7 @@ import pytest
 from ktui.core.models import Chunk
 from ktui.core.store import BaseStore
 from ktui.core.store.schema import SCHEMA_VERSION
+from tests.support.stores import BACKENDS, open_store
 
 D = 8
 
@@ -21,6 +27,13 @@ DOCS = {
     "mankai": "桜が満開になりました。",
     "english": "Tea ceremonies and the history of green tea.",
 }
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request, tmp_path: Path):
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    with ExitStack() as stack:
+        yield open_store(request.param, stack, tmp_path, D, server)
 
 
 def _vecs(n: int) -> np.ndarray:
@@ -41,21 +54,19 @@ def _first_items(store: BaseStore, query: str) -> list[str]:
 
 @pytest.mark.parametrize(("query", "item"), [("乌龙茶", "tea"), ("云南", "yunnan"), ("花見", "hanami"),
                                              ("満開", "mankai"), ('"乌龙茶"', "tea"), ("TEA history", "english")])
-def test_cjk_and_latin_queries_find_their_document_first(tmp_path: Path, query: str, item: str) -> None:
-    with BaseStore.open(tmp_path / "s.sqlite", D, create=True) as store:
-        _fill(store)
-        assert _first_items(store, query)[0] == item
-        assert store.check_invariants() == []
+def test_cjk_and_latin_queries_find_their_document_first(store, query: str, item: str) -> None:
+    _fill(store)
+    assert _first_items(store, query)[0] == item
+    assert store.check_invariants() == []
 
 
-def test_deleting_and_replacing_cjk_chunks_keeps_the_index_in_step(tmp_path: Path) -> None:
-    with BaseStore.open(tmp_path / "s.sqlite", D, create=True) as store:
-        _fill(store)
-        store.delete_items(["yunnan"])
-        assert _first_items(store, "云南") == []
-        store.replace_item_chunks("tea", [Chunk("云南的红茶", {})], _vecs(1))
-        assert _first_items(store, "云南") == ["tea"] and _first_items(store, "乌龙茶") == []
-        assert store.check_invariants() == []
+def test_deleting_and_replacing_cjk_chunks_keeps_the_index_in_step(store) -> None:
+    _fill(store)
+    store.delete_items(["yunnan"])
+    assert _first_items(store, "云南") == []
+    store.replace_item_chunks("tea", [Chunk("云南的红茶", {})], _vecs(1))
+    assert _first_items(store, "云南") == ["tea"] and _first_items(store, "乌龙茶") == []
+    assert store.check_invariants() == []
 
 
 _SCHEMA_1 = """

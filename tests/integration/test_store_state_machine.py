@@ -1,4 +1,8 @@
-"""Hypothesis state machine: interleaved writes, deletes and reopens vs a brute-force model."""
+"""Hypothesis state machine: interleaved writes, deletes and reopens vs a brute-force model.
+
+Runs on the SQLite store and (PgStoreVsModel) on the PostgreSQL store, where a reopen is
+a new manager on the same schema.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -110,3 +115,44 @@ TestStoreStateMachine = StoreVsModel.TestCase
 TestStoreStateMachine.settings = settings(
     max_examples=40, stateful_step_count=30, deadline=None
 )
+
+
+_server: list = []  # the session's PostgreSQL, handed to the state machine below
+
+
+@pytest.fixture(autouse=True)
+def _postgres_for_the_machine(request):
+    if "Pg" in request.node.nodeid:
+        _server[:] = [request.getfixturevalue("postgres_server")]
+    yield
+
+
+class PgStoreVsModel(StoreVsModel):
+    @initialize()
+    def setup(self) -> None:
+        from ktui.core.store.postgres import PgStoreManager
+
+        server = _server[0]
+        self._schema_cm = server.schema()
+        self.schema = self._schema_cm.__enter__()
+        self.manager = PgStoreManager(server.url, schema=self.schema)
+        self.store = self.manager.create("b", D)
+        self.model = {}
+
+    @rule()
+    def reopen(self) -> None:
+        from ktui.core.store.postgres import PgStoreManager
+
+        self.manager.close_all()
+        self.manager = PgStoreManager(_server[0].url, schema=self.schema)
+        self.store = self.manager.get("b", D)
+
+    def teardown(self) -> None:
+        if hasattr(self, "store"):
+            assert self.store.check_invariants() == []
+            self.manager.close_all()
+            self._schema_cm.__exit__(None, None, None)
+
+
+TestPgStoreStateMachine = PgStoreVsModel.TestCase
+TestPgStoreStateMachine.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)

@@ -1,0 +1,128 @@
+"""What only the PostgreSQL chunk store has: the HNSW index, several managers on one schema,
+the registry, and what its errors may say. Against a real PostgreSQL 16 + pgvector
+(tests/support/postgres.py); the shared contract runs in test_store_base.py."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import psycopg
+import pytest
+
+from ktui.core.errors import StoreError
+from ktui.core.models import Chunk
+from ktui.core.store.postgres import PgStoreManager, PgTuning, redact
+
+D = 16
+
+
+def vecs(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, D)).astype(np.float32)
+
+
+@pytest.fixture
+def manager(postgres_server, pg_schema):
+    m = PgStoreManager(postgres_server.url, schema=pg_schema, tuning=PgTuning(hnsw_from=300))
+    yield m
+    m.close_all()
+
+
+def test_the_hnsw_index_is_built_once_the_base_passes_its_size_and_keeps_recall(manager) -> None:
+    store = manager.create("big", D)
+    data = vecs(600, 1)
+    texts = [f"row {i}" for i in range(600)]
+    store.replace_items([(f"i{n}", [Chunk(t, {})], data[n : n + 1]) for n, t in enumerate(texts[:299])])
+    assert not store.has_hnsw()  # 299 < 300
+    store.replace_items([(f"i{n}", [Chunk(texts[n], {})], data[n : n + 1]) for n in range(299, 600)])
+    assert store.has_hnsw() and store.check_invariants() == []
+    queries = vecs(20, 2)
+    hits = 0
+    for q in queries:
+        exact = [c for c, _ in store.search_vector(q, 10, exact=True)]
+        approx = [c for c, _ in store.search_vector(q, 10)]
+        hits += len(set(exact) & set(approx))
+    assert hits / 200 >= 0.95  # recall@10 of HNSW against the exact scan
+    # more results than pgvector's ef_search can give: answered exactly
+    assert len(store.search_vector(queries[0], 1200)) == 600
+
+
+def test_two_managers_on_one_schema_see_each_others_writes(postgres_server, pg_schema) -> None:
+    one = PgStoreManager(postgres_server.url, schema=pg_schema)
+    two = PgStoreManager(postgres_server.url, schema=pg_schema)
+    try:
+        a = one.create("shared", D)
+        ids = a.replace_item_chunks("doc", [Chunk("seen from the other side", {})], vecs(1))
+        b = two.get("shared", D)
+        assert [r.id for r in b.list_chunks(["doc"])] == ids and b.count() == 1
+        assert [c for c, _ in b.search_bm25("other side", 5)] == ids
+        assert two.base_ids() == {"shared"}
+        with pytest.raises(StoreError, match="already has a store"):
+            two.create("shared", D)
+        with pytest.raises(StoreError, match="16-dimension vectors, not 8"):
+            PgStoreManager(postgres_server.url, schema=pg_schema).get("shared", 8)
+        assert one.destroy("shared") == []
+        with pytest.raises(StoreError, match="no longer exists"):
+            b.replace_item_chunks("doc", [Chunk("x", {})], vecs(1))
+        with pytest.raises(StoreError, match="has no store"):
+            PgStoreManager(postgres_server.url, schema=pg_schema).get("shared", D)
+    finally:
+        one.close_all()
+        two.close_all()
+
+
+def test_writers_of_one_base_in_several_managers_never_lose_a_row(postgres_server, pg_schema) -> None:
+    managers = [PgStoreManager(postgres_server.url, schema=pg_schema) for _ in range(3)]
+    try:
+        managers[0].create("b", D)
+        stores = [m.get("b", D) for m in managers]
+        errors: list[BaseException] = []
+
+        def writer(n: int) -> None:
+            try:
+                for i in range(20):
+                    stores[n].replace_item_chunks(f"w{n}-{i % 5}", [Chunk(f"w{n} {i} {j}", {}) for j in range(i % 3 + 1)],
+                                                  vecs(i % 3 + 1, i))
+            except BaseException as exc:  # noqa: BLE001 - surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        # each item's last write wins: i = 15..19 -> 1, 2, 3, 1, 2 chunks
+        assert stores[1].count() == 3 * (1 + 2 + 3 + 1 + 2)
+        assert stores[2].check_invariants() == []
+    finally:
+        for m in managers:
+            m.close_all()
+
+
+def test_zero_vectors_score_zero_and_nul_characters_are_stored_as_replacement(manager) -> None:
+    store = manager.create("z", D)
+    ids = store.replace_item_chunks("a", [Chunk("zero\x00vector", {"k": "v\x00"})], np.zeros((1, D), np.float32))
+    assert store.search_vector(vecs(1)[0], 3) == [(ids[0], 0.0)]
+    record = store.get_chunk(ids[0])
+    assert record is not None and record.text == "zero\ufffdvector" and record.metadata == {"k": "v\x00"}
+
+
+def test_credentials_never_appear_in_errors(postgres_server, pg_schema) -> None:
+    secret = "s3cr3t-Pa55"
+    url = f"postgresql://ktui:{secret}@127.0.0.1:1/nowhere?sslpassword={secret}x&connect_timeout=2"
+    assert redact(url) == "postgresql://ktui@127.0.0.1:1/nowhere"
+    with pytest.raises(StoreError) as info:
+        PgStoreManager(url, schema=pg_schema).create("b", D)
+    assert secret not in str(info.value) and "127.0.0.1:1/nowhere" in str(info.value)
+    assert all(secret not in str(e) for e in (info.value.__cause__,) if not isinstance(e, psycopg.Error))
+    # a wrong password against the real server (which trusts its socket, so ask it for a role that does not exist)
+    bad = postgres_server.url.replace("postgres:@", f"nobody:{secret}@")
+    with pytest.raises(StoreError) as info:
+        PgStoreManager(bad, schema=pg_schema).create("b", D)
+    assert secret not in str(info.value) and "nobody" in str(info.value)
+
+
+def test_schema_names_are_checked(postgres_server) -> None:
+    with pytest.raises(StoreError, match="schema name"):
+        PgStoreManager(postgres_server.url, schema='x"; DROP TABLE y; --')
