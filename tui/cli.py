@@ -11,7 +11,9 @@ Exit codes: 0 success, 1 failure (including items that failed during --wait),
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import shutil
 import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
@@ -23,6 +25,31 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 PROG = "ktui"
+
+
+@functools.cache
+def _help_width() -> int:
+    return max(11, shutil.get_terminal_size().columns - 2)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter with the terminal width looked up once per process.
+
+    argparse builds a formatter for every `add_argument` (to check the metavar) and
+    each one asks for the terminal size: ~230 lookups, ~30 ms of every command's
+    start-up."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, _help_width() if width is None else width)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser (and its sub-parsers) using `_Formatter` unless told otherwise."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
 
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -91,7 +118,7 @@ def _base_settings(p: argparse.ArgumentParser, *, update: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Local knowledge bases in the terminal. Without a command, opens the TUI.",
         epilog="See docs/cli.md for every command, its --json shape and the exit codes.",
@@ -246,6 +273,12 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # httpx's package init imports its own command-line client (click, rich, pygments:
+    # ~30-50 ms) whenever those are installed, and textual brings rich. This process
+    # never runs httpx's CLI; a None entry makes that import fail, and httpx falls back
+    # to a stub `httpx.main` (its documented behaviour without the `cli` extra).
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))

@@ -11,11 +11,11 @@ are checked in `base_validation.py`, an item input's payload in `item_validation
 
 from __future__ import annotations
 
+import functools
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
-
-import regex
 
 from ktui.core.errors import ValidationError
 from ktui.core.models import ItemData, ItemType
@@ -32,8 +32,18 @@ MAX_PATH_CHARS = 4096
 
 MAX_EMOJI_CODEPOINTS = 16  # the longest standard emoji ZWJ sequences are ~10
 
-_GRAPHEME = regex.compile(r"\X")
-_HAS_WORD_CHAR = regex.compile(r"[\p{L}\p{N}]")
+
+@functools.cache
+def _grapheme() -> Any:
+    """The grapheme-cluster pattern; `regex` is imported by the few callers that set an emoji."""
+    import regex
+
+    return regex.compile(r"\X")
+
+
+def _has_word_char(text: str) -> bool:
+    """Whether `text` holds a letter or a digit (Unicode categories L* or N*, like ``[\\p{L}\\p{N}]``)."""
+    return any(unicodedata.category(c)[0] in "LN" for c in text)
 
 
 def is_unicode(value: str) -> bool:
@@ -95,7 +105,7 @@ def require_emoji(value: Any, field: str = "emoji") -> str:
     if not is_unicode(value):
         raise ValidationError.field(field, "must be valid Unicode text")
     # one grapheme cluster, but not an unbounded one ("e" + 10,000 combining marks)
-    if len(value) > MAX_EMOJI_CODEPOINTS or len(_GRAPHEME.findall(value)) != 1:
+    if len(value) > MAX_EMOJI_CODEPOINTS or len(_grapheme().findall(value)) != 1:
         raise ValidationError.field(field, "must be exactly one character (one emoji)")
     if has_control(value):
         raise ValidationError.field(field, "must not contain control characters")
@@ -151,7 +161,7 @@ def require_query(value: Any, field: str = "query") -> str:
         raise ValidationError.field(field, "must not be empty")
     if len(text) > MAX_QUERY_CHARS:
         raise ValidationError.field(field, f"must be at most {MAX_QUERY_CHARS} characters")
-    if not _HAS_WORD_CHAR.search(text):
+    if not _has_word_char(text):
         raise ValidationError.field(field, "must contain a letter or digit")
     return text
 

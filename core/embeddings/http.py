@@ -129,10 +129,15 @@ class ProviderHttp:
             limits = httpx.Limits(max_connections=max(2, self.config.concurrency * 2))
             # Proxies from the environment apply to remote servers, never to a loopback one
             # (a local Ollama behind a forgotten HTTP_PROXY is a classic "connection refused").
-            host = (httpx.URL(self.base_url).host or "").lower()
+            parsed = httpx.URL(self.base_url)
+            host = (parsed.host or "").lower()
             loopback = host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+            # Plain HTTP to this machine (no proxy, no redirects followed) never makes a TLS
+            # connection, so the CA bundle is not loaded: that alone is ~40-60 ms of every
+            # `ktui search`. Anything else verifies certificates as usual.
+            plain_local = loopback and parsed.scheme == "http"
             self._client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits,
-                                             trust_env=not loopback)
+                                             trust_env=not loopback, verify=not plain_local)
         return self._client
 
     async def send_paced(self, texts: list[str], send: Callable[[list[str]], Awaitable[np.ndarray]]) -> np.ndarray:
