@@ -126,3 +126,66 @@ def test_credentials_never_appear_in_errors(postgres_server, pg_schema) -> None:
 def test_schema_names_are_checked(postgres_server) -> None:
     with pytest.raises(StoreError, match="schema name"):
         PgStoreManager(postgres_server.url, schema='x"; DROP TABLE y; --')
+
+
+_WRITER = """
+import sys
+import numpy as np
+from ktui.core.models import Chunk
+from ktui.core.store.postgres import PgStoreManager
+
+url, schema, name, writes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+manager = PgStoreManager(url, schema=schema)
+store = manager.get("b", 16)
+rng = np.random.default_rng(abs(hash(name)) % 2**32)
+for i in range(writes):
+    n = 1 + i % 4
+    # every chunk of one write says which write it was: a torn write would mix them
+    entries = [(f"{name}-{j}", [Chunk(f"{name} write {i} part {c}", {"write": i}) for c in range(n)],
+                rng.standard_normal((n, 16)).astype(np.float32)) for j in range(3)]
+    store.replace_items(entries)
+    print(i, flush=True)
+manager.close_all()
+"""
+
+
+def test_writer_processes_one_sigkilled_mid_stream_leave_only_whole_writes(postgres_server, pg_schema) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.processes import alive
+
+    manager = PgStoreManager(postgres_server.url, schema=pg_schema)
+    try:
+        manager.create("b", D)
+        args = [postgres_server.url, pg_schema]
+        steady = subprocess.Popen([sys.executable, "-c", _WRITER, *args, "steady", "40"], stdout=subprocess.PIPE, text=True)
+        doomed = subprocess.Popen([sys.executable, "-c", _WRITER, *args, "doomed", "100000"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert doomed.stdout is not None and steady.stdout is not None
+            for _ in range(5):  # it has committed five writes and is busy with the next ones
+                assert doomed.stdout.readline()
+            doomed.send_signal(signal.SIGKILL)
+            doomed.wait()
+            assert not alive(doomed.pid)
+            assert steady.wait() == 0
+        finally:
+            for proc in (steady, doomed):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        store = manager.get("b", D)
+        for item in store.item_ids():
+            chunks = store.list_chunks([item])
+            writes = {c.metadata["write"] for c in chunks}
+            assert len(writes) == 1, f"{item} mixes writes {writes}"
+            assert [c.chunk_index for c in chunks] == list(range(1 + writes.pop() % 4))
+        assert {i for i in store.item_ids() if i.startswith("steady")} == {"steady-0", "steady-1", "steady-2"}
+        assert [c.metadata["write"] for c in store.list_chunks(["steady-0"])] == [39] * 4
+        assert store.check_invariants() == []
+        # nothing of the killed writer is left holding a lock: its items can be written again
+        store.replace_item_chunks("doomed-0", [Chunk("after the kill", {})], vecs(1))
+        assert [c.text for c in store.list_chunks(["doomed-0"])] == ["after the kill"]
+    finally:
+        manager.close_all()
