@@ -189,3 +189,17 @@ def test_writer_processes_one_sigkilled_mid_stream_leave_only_whole_writes(postg
         assert [c.text for c in store.list_chunks(["doomed-0"])] == ["after the kill"]
     finally:
         manager.close_all()
+
+
+def test_connections_the_server_dropped_while_idle_are_replaced(manager) -> None:
+    store = manager.create("b", D)
+    ids = store.replace_item_chunks("a", [Chunk("still here", {})], vecs(1))
+    with psycopg.connect(manager._pool.url, autocommit=True) as admin:  # an administrator ends every session
+        ended = admin.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).fetchone()
+    assert ended is not None and ended[0] >= 1
+    assert [r.id for r in store.list_chunks(["a"])] == ids  # no failed call: a new connection answers
+    store.replace_item_chunks("b", [Chunk("and writable", {})], vecs(1, 1))
+    assert store.count() == 2

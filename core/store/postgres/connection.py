@@ -2,7 +2,8 @@
 
 :class:`Connections` is a small thread-safe pool (at most ``size`` connections, made on
 demand, each in autocommit mode with the vector type registered and the store's schema
-first on its ``search_path``). :func:`redact` is the one way a server is named in a
+first on its ``search_path``; an idle one the server has hung up on is replaced before
+use). :func:`redact` is the one way a server is named in a
 message or a log line: user, host, port and database, never the password or any other
 connection parameter (TLS key paths and passwords included).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,6 +57,20 @@ def scrub(message: str, url: str) -> str:
         if secret:
             message = message.replace(secret, "***")
     return message
+
+
+def _gone(con: psycopg.Connection[Any]) -> bool:
+    """True when an idle connection can no longer be used: closed, or the server has
+    written to it while it sat idle, which (no LISTEN is ever issued on these) means it
+    hung up: a restart, an administrator's pg_terminate_backend, an idle timeout. Checked
+    without a round trip, so a server that went away costs no failed call."""
+    if con.closed or con.broken:
+        return True
+    try:
+        readable, _, _ = select.select([con.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 class Connections:
@@ -122,7 +138,10 @@ class Connections:
                 if self._closed:
                     raise StoreError(f"PostgreSQL store {self.where} is closed")
                 con = self._idle.pop() if self._idle else None
-            if con is None or con.closed:
+            if con is not None and _gone(con):
+                con.close()
+                con = None
+            if con is None:
                 con = self._connect()
             try:
                 yield con
