@@ -19,8 +19,9 @@ files (renamed into place, so searches holding the old mapping stay valid).
 Row order follows the chunk table's AUTOINCREMENT ``seq``, which is never
 reused, so the row of a ``seq`` is found by binary search.
 
-The file format is in ``matrix_files.py``, the search math in
-``vector_search.py``; this module keeps the index in step with the store.
+The file format is in ``matrix_files.py``, reading and checking persisted files in
+``matrix_load.py``, the search math in ``vector_search.py``; this module keeps the
+index in step with the store.
 
 Not thread-safe on its own: the owning BaseStore serialises every mutation
 under its lock and hands searches an immutable :class:`Snapshot`.
@@ -29,7 +30,6 @@ under its lock and hands searches an immutable :class:`Snapshot`.
 from __future__ import annotations
 
 import os
-import random
 import struct
 import zlib
 from collections.abc import Callable, Iterable
@@ -52,6 +52,7 @@ from .matrix_files import (
     crc,
     pwrite_all,
 )
+from .matrix_load import read_matrix, verify_sample
 from .vector_search import Snapshot, map_rows, normalise, quantise
 
 _STATE_FIELDS = (
@@ -168,84 +169,20 @@ class VectorIndex:
         *,
         read_only: bool,
     ) -> VectorIndex:
-        try:
-            raw = f32_file.read(HEADER_SIZE)
-        except OSError as exc:
-            raise StaleMatrix(f"{files.f32.name} cannot be read: {exc}") from exc
-        if len(raw) < _HEADER.size + 4:
-            raise StaleMatrix(f"{files.f32.name} header is truncated")
-        body = raw[: _HEADER.size]
-        (stored_crc,) = struct.unpack_from("<I", raw, _HEADER.size)
-        if zlib.crc32(body) != stored_crc:
-            raise StaleMatrix(f"{files.f32.name} header checksum mismatch")
-        magic, version, dims, n, live, generation, uuid_b, i8_crc, rows_crc = (
-            _HEADER.unpack(body)
-        )
-        if magic != MAGIC or version != FORMAT_VERSION:
-            raise StaleMatrix(
-                f"{files.f32.name} is not a version {FORMAT_VERSION} matrix file"
-            )
-        if dims != expected.dims:
-            raise StaleMatrix(
-                f"matrix has {dims} dimensions, the store {expected.dims}"
-            )
-        if uuid_b.decode("ascii", "replace") != expected.store_uuid:
-            raise StaleMatrix("matrix belongs to another store")
-        if generation != expected.generation:
-            raise StaleMatrix(
-                f"matrix generation {generation} != store generation {expected.generation}"
-            )
-        if live != expected.live:
-            raise StaleMatrix(f"matrix has {live} live rows, the store {expected.live}")
-        if live > n:
-            raise StaleMatrix("matrix header is inconsistent")
-        sizes = {p: (os.path.getsize(p) if p.exists() else -1) for p in files.all()}
-        need = {
-            files.f32: HEADER_SIZE + n * dims * 4,
-            files.i8: n * dims,
-            files.rows: n * ROW_DTYPE.itemsize,
-        }
-        for path, size in need.items():
-            if sizes[path] < size:
-                raise StaleMatrix(
-                    f"{path.name} is truncated ({sizes[path]} < {size} bytes)"
-                )
-
-        index = cls(files, dims, expected.store_uuid, tuning)
-        capacity = n + max(64, n // 8)
-        index._rows = np.zeros(capacity, ROW_DTYPE)
-        index._i8 = np.empty((capacity, dims), np.int8)
-        index._scales = np.zeros(capacity, np.float32)
-        if n:
-            with open(files.rows, "rb") as fh:
-                got = fh.readinto(as_bytes(index._rows[:n]))
-            if got != n * ROW_DTYPE.itemsize or crc(index._rows[:n]) != rows_crc:
-                raise StaleMatrix(f"{files.rows.name} checksum mismatch")
-            with open(files.i8, "rb") as fh:
-                got = fh.readinto(as_bytes(index._i8[:n]))
-            if got != n * dims or crc(index._i8[:n]) != i8_crc:
-                raise StaleMatrix(f"{files.i8.name} checksum mismatch")
-            rows = index._rows[:n]
-            seq = rows["seq"]
-            if n > 1 and not bool(np.all(np.diff(seq) > 0)):
-                raise StaleMatrix(f"{files.rows.name} rows are out of order")
-            dead = np.flatnonzero(rows["flags"] & FLAG_DEAD)
-            if n - len(dead) != live:
-                raise StaleMatrix(
-                    f"{files.rows.name} tombstones disagree with the header"
-                )
-            index._scales[:n] = rows["scale"]
-            index._dead = dead.astype(np.int64)
-        index._n, index._live = n, live
-        index._i8_crc = i8_crc
-        index._rows_crc = rows_crc if n else 0
-        index.generation = generation
+        loaded = read_matrix(f32_file, files, expected)
+        n = loaded.n
+        index = cls(files, expected.dims, expected.store_uuid, tuning)
+        index._rows, index._i8, index._scales, index._dead = loaded.rows, loaded.i8, loaded.scales, loaded.dead
+        index._n, index._live = n, loaded.live
+        index._i8_crc = loaded.i8_crc
+        index._rows_crc = loaded.rows_crc
+        index.generation = loaded.generation
         index._read_only = read_only
         index._open_fds()
         if read_only and n:
-            index._map = map_rows(files.f32, n, dims, opened=f32_file)
+            index._map = map_rows(files.f32, n, index.dims, opened=f32_file)
             index._mapped_rows = n
-        index._verify_sample(fetch_raw)
+        verify_sample(files, index._rows[:n], index._i8[:n], index._f32_view(n), tuning.verify_samples, fetch_raw)
         return index
 
     @classmethod
@@ -261,15 +198,8 @@ class VectorIndex:
         """Write a fresh matrix from ``(seqs, raw float32 vectors)`` batches in seq order."""
         index = cls(files, dims, store_uuid, tuning)
         tmp = files.tmp()
-        for p in tmp.all():
-            p.unlink(missing_ok=True)
-        fds = {
-            k: os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            for k, p in zip(("f32", "i8", "rows"), tmp.all(), strict=True)
-        }
+        index._fds = tmp.create()
         try:
-            os.ftruncate(fds["f32"], HEADER_SIZE)
-            index._fds = fds
             last = None
             for seqs, vectors in batches:
                 seqs = np.asarray(seqs, np.int64)
@@ -282,15 +212,10 @@ class VectorIndex:
             index._write_header()
         except BaseException:
             index._close_fds()
-            for p in tmp.all():
-                p.unlink(missing_ok=True)
+            tmp.discard()
             raise
         index._close_fds()
-        # The header sits in the f32 file: rename it last so a crash in between
-        # leaves either the old header (stale generation) or mismatching checksums.
-        os.replace(tmp.i8, files.i8)
-        os.replace(tmp.rows, files.rows)
-        os.replace(tmp.f32, files.f32)
+        tmp.replace(files)
         index._open_fds()
         return index
 
@@ -374,13 +299,8 @@ class VectorIndex:
         fresh._rows_crc = None
         fresh.generation = self.generation
         tmp = self.files.tmp()
-        fds = {
-            k: os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            for k, p in zip(("f32", "i8", "rows"), tmp.all(), strict=True)
-        }
-        fresh._fds = fds
+        fds = fresh._fds = tmp.create()
         try:
-            os.ftruncate(fds["f32"], HEADER_SIZE)
             step = 8192
             for start in range(0, m, step):
                 part = np.ascontiguousarray(f32[keep[start : start + step]])  # type: ignore[index]
@@ -394,13 +314,10 @@ class VectorIndex:
             fresh._write_header()
         except BaseException:
             fresh._close_fds()
-            for p in tmp.all():
-                p.unlink(missing_ok=True)
+            tmp.discard()
             raise
         fresh._close_fds()
-        os.replace(tmp.i8, self.files.i8)
-        os.replace(tmp.rows, self.files.rows)
-        os.replace(tmp.f32, self.files.f32)
+        tmp.replace(self.files)
         fresh._open_fds()
         self._close_fds()
         for name in _STATE_FIELDS:
@@ -502,29 +419,3 @@ class VectorIndex:
             except OSError:
                 pass
         self._fds = {}
-
-    def _verify_sample(
-        self, fetch_raw: Callable[[list[int]], dict[int, np.ndarray]]
-    ) -> None:
-        """Spot-check a few float32 and int8 rows against SQLite (catches a swapped or zeroed file)."""
-        live_pos = np.flatnonzero((self._rows["flags"][: self._n] & FLAG_DEAD) == 0)
-        if not len(live_pos):
-            return
-        count = min(len(live_pos), self.tuning.verify_samples)
-        picks = {int(live_pos[0]), int(live_pos[-1])}
-        # the stdlib's sampler: numpy.random costs ~15 ms to import, on every store open
-        picks.update(int(live_pos[i]) for i in random.sample(range(len(live_pos)), count))
-        picks_list = sorted(picks)
-        seqs = [int(self._rows["seq"][p]) for p in picks_list]
-        raw = fetch_raw(seqs)
-        f32 = self._f32_view(self._n)
-        assert f32 is not None
-        for p, s in zip(picks_list, seqs, strict=True):
-            if s not in raw:
-                raise StaleMatrix(f"matrix row for chunk seq {s} has no SQLite row")
-            expect = normalise(raw[s][None, :])[0]
-            if not np.allclose(np.asarray(f32[p]), expect, atol=1e-5):
-                raise StaleMatrix(f"{self.files.f32.name} row {p} differs from SQLite")
-            q, _ = quantise(expect[None, :])
-            if not np.array_equal(q[0], self._i8[p]):
-                raise StaleMatrix(f"{self.files.i8.name} row {p} differs from SQLite")

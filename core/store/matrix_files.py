@@ -69,6 +69,34 @@ class MatrixFiles:
     def tmp(self) -> MatrixFiles:
         return MatrixFiles(*(p.with_name(p.name + ".tmp") for p in self.all()))
 
+    def create(self) -> dict[str, int]:
+        """Create the three files empty (the f32 file holding room for the header), open for
+        writing: a fresh matrix is written here and then renamed into place (`replace`)."""
+        for p in self.all():
+            p.unlink(missing_ok=True)
+        fds = {k: os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+               for k, p in zip(("f32", "i8", "rows"), self.all(), strict=True)}
+        try:
+            os.ftruncate(fds["f32"], HEADER_SIZE)
+        except BaseException:
+            for fd in fds.values():
+                os.close(fd)
+            self.discard()
+            raise
+        return fds
+
+    def discard(self) -> None:
+        for p in self.all():
+            p.unlink(missing_ok=True)
+
+    def replace(self, target: MatrixFiles) -> None:
+        """Rename these files over `target`'s. The header sits in the f32 file: it is renamed
+        last, so a crash in between leaves the old header (a stale generation) or
+        mismatching checksums, never a matrix that looks valid and is not."""
+        os.replace(self.i8, target.i8)
+        os.replace(self.rows, target.rows)
+        os.replace(self.f32, target.f32)
+
 
 @dataclass(frozen=True, slots=True)
 class Expected:
