@@ -203,3 +203,29 @@ def test_connections_the_server_dropped_while_idle_are_replaced(manager) -> None
     assert [r.id for r in store.list_chunks(["a"])] == ids  # no failed call: a new connection answers
     store.replace_item_chunks("b", [Chunk("and writable", {})], vecs(1, 1))
     assert store.count() == 2
+
+
+def test_bm25_scores_equal_fts5s_on_the_same_chunks(manager, tmp_path) -> None:
+    from ktui.core.store import BaseStore
+
+    rng = np.random.default_rng(7)
+    vocab = np.array([f"w{i}x" for i in range(300)], dtype=object)
+    p = 1.0 / np.arange(1, 301)
+    texts = [" ".join(vocab[rng.choice(300, size=rng.integers(3, 40), p=p / p.sum())]) for _ in range(400)]
+    texts += ["Café crème 3.14 foo-bar 乌龙茶 über", "cafe CREME uber 乌龙", "w1x w2x w1x w2x w1x"]
+    vectors = rng.standard_normal((len(texts), D)).astype(np.float32)
+    entries = [(f"i{k}", [Chunk(t, {}) for t in texts[k : k + 50]], vectors[k : k + 50]) for k in range(0, len(texts), 50)]
+    pg = manager.create("b", D)
+    lite = BaseStore.open(tmp_path / "b.sqlite", D, create=True)
+    try:
+        for store in (pg, lite):
+            store.replace_items(entries)
+        queries = [f"{texts[i].split()[0]} {texts[i + 1].split()[-1]}" for i in range(0, 40, 2)]
+        queries += ["cafe", "café über", "乌", "乌龙茶", '"乌龙茶"', "3.14", "foo bar", "w1x", '"w1x w2x"', '"w2x w1x" w7x']
+        for query in queries:
+            got = [(pg.get_chunk(c), s) for c, s in pg.search_bm25(query, 10)]
+            want = [(lite.get_chunk(c), s) for c, s in lite.search_bm25(query, 10)]
+            assert [(r.item_id, r.chunk_index) for r, _ in got] == [(r.item_id, r.chunk_index) for r, _ in want], query
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9), query
+    finally:
+        lite.close()

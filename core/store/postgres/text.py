@@ -76,6 +76,7 @@ class Term:
     tsquery: str  # the term alone, as a tsquery
     lexeme: str | None  # None for a phrase
     prefix: bool = False
+    words: tuple[str, ...] = ()  # a phrase's words, in order
 
 
 def query_plan(query: str) -> list[Term]:
@@ -91,7 +92,7 @@ def query_plan(query: str) -> list[Term]:
             terms.setdefault(words[0], Term(_quote(words[0]), words[0]))
         else:
             text = "(" + " <-> ".join(_quote(w) for w in words) + ")"
-            terms.setdefault(text, Term(text, None))
+            terms.setdefault(text, Term(text, None, words=tuple(words)))
     return list(terms.values())
 
 
