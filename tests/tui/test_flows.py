@@ -378,7 +378,7 @@ async def test_similar_items_dialog(settings, docs):
 
 
 async def test_keymap_help_palette_and_focus(tmp_path, embedding_server):
-    from ktui.tui.app import KtuiCommands
+    from ktui.tui.commands import KtuiCommands
     from tests.tui.conftest import make_settings
 
     settings = make_settings(tmp_path / "data", embedding_server, keymap={"base.new": "ctrl+n"}, theme="nord")
