@@ -57,8 +57,7 @@ class LeafIndexer:
         self.chunk_writes: dict[str, GroupCommit[PendingWrite]] = {}  # base id -> leaves waiting to be stored
         self.phase_writes: GroupCommit[PhaseWrite] = GroupCommit(self._commit_phases)
         self._embed_progress: dict[str, float] = {}  # leaf id -> its latest embedding progress
-        # with `ingest.pipelining` only: measured ON vs OFF (tests/benchmarks/test_bench_speedups.py),
-        # grouping the phase writes did not pay beyond the noise, so by default each goes alone
+        # with `ingest.pipelining` (on by default; tests/benchmarks/test_bench_speedups.py)
         self.group_phase_writes = runtime.settings.ingest.pipelining
 
     def forget_base(self, base_id: str) -> None:

@@ -59,9 +59,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# With `ingest.pipelining`: files read (and embedded) ahead, a provider batch whatever
-# `concurrency` is. Off by default: measured ON vs OFF on the built-in model and through a
-# zero-latency server (tests/benchmarks/test_bench_speedups.py), it did not pay beyond the noise.
+# With `ingest.pipelining` (on by default): files read (and embedded) ahead, a provider batch
+# whatever `concurrency` is (measured: tests/benchmarks/test_bench_speedups.py, docs/benchmarks.md).
 READ_AHEAD_FILES = 64
 
 

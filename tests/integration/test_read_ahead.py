@@ -18,8 +18,8 @@ server = embedding_server_fixture(32)
 
 
 def open_service(data_dir, server_url, **overrides):
-    """Read-ahead runs only with `ingest.pipelining` (off by default since issue 14's
-    measurements): these tests are about it, so they switch it on."""
+    """Read-ahead runs only with `ingest.pipelining` (on by default since issue 17's
+    measurements): these tests are about it, so they keep it on whatever the default."""
     from dataclasses import replace
 
     from ktui.core.config import IngestSettings
