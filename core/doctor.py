@@ -155,6 +155,7 @@ class Doctor:
                        "deleted it", done)
 
     async def _stuck_items(self, report: DoctorReport) -> None:
+        await self.runtime.recovery.wait()  # a holder's recovery re-queues what it finds: not a finding
         queue = self.runtime.queue
         stuck = [
             i for i in await self.items.by_status([ItemStatus.PROCESSING])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -112,14 +112,18 @@ class KnowledgeService:
         read_only: bool = False,
         recover: bool = True,
         command: str = "ktui",
+        recovery_gate: Callable[[], Awaitable[None]] | None = None,
     ) -> KnowledgeService:
         """Open (creating if needed) the data directory and start the runtime.
 
         The opener holds the directory (one process at a time; a second one gets
         `DataDirInUseError` naming the holder). With `recover`, work that a
         shutdown interrupted or a crash left `processing` is queued again, and
-        watched folders are followed. One-shot commands pass `recover=False`:
-        recovery is the long-running holder's job, done once there.
+        watched folders are followed, in the background: this returns as soon as
+        the queue runs, reads answer meanwhile, `wait_idle` (and `wait_recovered`)
+        wait for it. One-shot commands pass `recover=False`: recovery is the
+        long-running holder's job, done once there. `recovery_gate`, when given, is
+        awaited before each recovery batch (tests hold recovery at a chosen point).
 
         `read_only=True` opens a reader instead: no lock, no runtime, no recovery,
         no write of any file; it sees committed state through SQLite's WAL while
@@ -143,8 +147,8 @@ class KnowledgeService:
         service = cls(settings, db)
         service._lock = lock
         try:
-            await service._runtime.start(recover=recover)
-            await service._discard_interrupted_imports()
+            await service._runtime.start(recover=recover, before_recovery=service._discard_interrupted_imports,
+                                         recovery_gate=recovery_gate)
         except BaseException:
             await service.close()
             raise
@@ -381,6 +385,21 @@ class KnowledgeService:
             base_id = require_id(base_id, "base_id")
         try:
             await asyncio.wait_for(self._runtime.wait_idle(base_id), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def recovering(self) -> bool:
+        """The holder's recovery is still re-queuing unfinished work (or resuming watched
+        folders); `queue_stats().recovering` says how many items it has left to look at."""
+        return self._runtime.recovery.running
+
+    async def wait_recovered(self, timeout: float | None = None) -> bool:
+        """Wait until recovery has queued what it found and the watched folders' refreshes
+        (at once when none runs; the work itself may still be running). False on timeout."""
+        try:
+            await asyncio.wait_for(self._runtime.recovery.wait(), timeout)
         except TimeoutError:
             return False
         return True

@@ -674,6 +674,7 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings, recover=True) as ks:
         sub = ks.subscribe()
+        await ks.wait_recovered()  # what recovery re-queues (failed by a shutdown or a full disk) is waited for too
         bases = [await ks.resolve_base(args.base)] if args.base else await _all_bases(ks)
         roots: list[KnowledgeItem] = []
         for base in bases:

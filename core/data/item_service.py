@@ -174,6 +174,29 @@ class KnowledgeItemService:
         )
         return [item_from_row(r) for r in rows]
 
+    async def unfinished_page(
+        self, status: ItemStatus, after: int, limit: int, *, errors: Sequence[str] = (), error_prefix: str = ""
+    ) -> list[tuple[int, str, bool]]:
+        """(rowid, id, is_root) of up to `limit` items with this status after rowid `after`,
+        in rowid order: recovery's look at what is unfinished, a page at a time (the
+        status index holds the rowids, so each page is a short index range). For `failed`,
+        only those whose error is one of `errors` or starts with `error_prefix`."""
+        sql = "SELECT rowid, id, group_id IS NULL FROM knowledge_item WHERE status = ? AND rowid > ?"
+        params: list[Any] = [status.value, after]
+        if status == ItemStatus.FAILED:
+            tests = [f"error IN ({marks(len(errors))})"] if errors else []
+            params += list(errors)
+            if error_prefix:
+                tests.append("substr(error, 1, ?) = ?")
+                params += [len(error_prefix), error_prefix]
+            sql += f" AND ({' OR '.join(tests) or '0'})"
+        rows = await self._db.fetchall(sql + " ORDER BY rowid LIMIT ?", (*params, limit))
+        return [(int(r[0]), str(r[1]), bool(r[2])) for r in rows]
+
+    async def has_children(self, parent_id: str) -> bool:
+        row = await self._db.fetchone("SELECT EXISTS (SELECT 1 FROM knowledge_item WHERE group_id = ?)", (parent_id,))
+        return bool(row and row[0])
+
     async def watched_directories(self) -> list[KnowledgeItem]:
         """Root directory items whose folder is watched for changes."""
         rows = await self._db.fetchall(

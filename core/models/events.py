@@ -51,6 +51,8 @@ class QueueStats:
     chunks: int = 0  # chunks stored since the service opened (running total, for progress bars)
     paused: str | None = None  # why the queue starts no new work (e.g. "no space left on device: PATH")
     slow: tuple[str, ...] = ()  # a line per provider that ktui is pacing down (timeouts, "too busy")
+    recovering: int | None = None  # items the holder's recovery has still to look at; None: none runs
+    recovery_error: str | None = None  # why the last recovery pass stopped early (also logged)
 
 
 Event = ItemChanged | ItemsAdded | ItemsRemoved | BaseChanged | BaseRemoved | QueueStats

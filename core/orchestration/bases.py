@@ -100,6 +100,10 @@ class BaseWorkflow(ItemWorkflow):
         return defaults
 
     async def delete_base(self, base_id: Any) -> None:
+        async with self.runtime.recovery.writing():  # never overlaps a recovery batch
+            await self._delete_base(base_id)
+
+    async def _delete_base(self, base_id: Any) -> None:
         base = await self.bases.get(base_id)
         self.runtime.watcher.unwatch_base(base.id)
         interrupted = await self.runtime.interrupt_base(base.id, InterruptReason.BASE_DELETE)

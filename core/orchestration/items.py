@@ -82,6 +82,10 @@ class ItemWorkflow(WorkflowParts):
         return created
 
     async def delete_items(self, base_id: Any, item_ids: Any) -> None:
+        async with self.runtime.recovery.writing():  # never overlaps a recovery batch
+            await self._delete_items(base_id, item_ids)
+
+    async def _delete_items(self, base_id: Any, item_ids: Any) -> None:
         base = await self.bases.get(base_id)
         roots = await self.items.collapse_to_roots(base.id, item_ids)
         descendants = await self.runtime.interrupt_tree(roots, InterruptReason.DELETE)
@@ -125,6 +129,10 @@ class ItemWorkflow(WorkflowParts):
         changed files are read; deleted ones removed) unless `force` rebuilds it.
         With `force`, a base whose store file is corrupt or missing gets a fresh store
         and ALL its items are reindexed (the old file is kept as *.corrupt-<stamp>)."""
+        async with self.runtime.recovery.writing():  # never overlaps a recovery batch
+            return await self._reindex_items(base_id, item_ids, force=force)
+
+    async def _reindex_items(self, base_id: Any, item_ids: Any, *, force: bool = False) -> list[KnowledgeItem]:
         base = require_runnable(await self.bases.get(base_id))
         roots = await self.items.collapse_to_roots(base.id, item_ids)
         fresh_store = force and await self.runtime.rebuild_store_if_unreadable(base)
@@ -149,7 +157,7 @@ class ItemWorkflow(WorkflowParts):
                 # reindex every root on the fresh store
                 await self.runtime.rebuild_store(base, str(exc))
                 everything = await self.items.list_all(base.id, roots_only=True)
-                return await self.reindex_items(base.id, [r.id for r in everything], force=True)
+                return await self._reindex_items(base.id, [r.id for r in everything], force=True)
             await self._record_cleanup_failure(roots, exc)
             raise
         except Exception as exc:

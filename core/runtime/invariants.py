@@ -3,7 +3,7 @@
 * no chunk without its item (every chunk's item_id is a leaf item of that base);
 * no FTS row without its chunk, no item with two copies of its chunks, the
   in-memory matrix in step with the rows (delegated to BaseStore.check_invariants);
-* once the queue is idle, no item is `processing`;
+* once the queue is idle (and no recovery runs), no item is `processing`;
 * every usable base's store opens (a missing or corrupt file is reported, naming it).
 """
 
@@ -22,7 +22,8 @@ async def check_invariants(
     bases: KnowledgeBaseService, items: KnowledgeItemService, runtime: KnowledgeRuntimeService
 ) -> list[str]:
     problems: list[str] = []
-    idle = runtime.queue.pending_count == 0 and runtime.queue.running_count == 0
+    # while recovery runs, what it has not reached yet is `processing` with nothing queued
+    idle = runtime.queue.pending_count == 0 and runtime.queue.running_count == 0 and not runtime.recovery.running
     for base in await bases.list_all():
         base_items = await items.list_all(base.id)
         leaves = {i.id for i in base_items if i.type not in CONTAINER_TYPES}

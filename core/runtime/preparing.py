@@ -47,24 +47,46 @@ class ContainerPreparer:
         self._dirty: set[str] = set()  # folders changed again while their refresh was queued/running
         self._refreshing: set[str] = set()  # folders whose refresh request is being set up
 
+    async def watch_all(self) -> list[KnowledgeItem]:
+        """Watch every watched folder again (one query; no refresh yet): at a holder's
+        open, before recovery, so no change is missed while it runs (refreshes asked for
+        meanwhile wait for its end)."""
+        usable = {b.id for b in await self.runtime.bases.list_all() if b.is_usable}
+        folders = [i for i in await self.runtime.items.watched_directories()
+                   if i.base_id in usable and isinstance(i.data, DirectoryItemData)]
+        for item in folders:
+            assert isinstance(item.data, DirectoryItemData)
+            self.runtime.watcher.watch(item.base_id, item.id, item.data.path)
+        return folders
+
     async def resume_watches(self) -> None:
         """Watch every watched folder again, and refresh each once to pick up what changed
-        while ktui was closed."""
-        usable = {b.id for b in await self.runtime.bases.list_all() if b.is_usable}
-        for item in await self.runtime.items.watched_directories():
-            if item.base_id in usable and isinstance(item.data, DirectoryItemData):
-                self.runtime.watcher.watch(item.base_id, item.id, item.data.path)
-                self.request_refresh(item.base_id, item.id)
+        while ktui was closed. The refreshes are queued when this returns (so `wait_idle`
+        after it sees them); one held while recovery ran is this one."""
+        for item in await self.watch_all():
+            self.runtime.recovery.forget_held(item.id)
+            if self._claim(item.id):
+                await self._start_refresh(item.base_id, item.id)
 
     def request_refresh(self, base_id: str, item_id: str) -> None:
-        """Queue an incremental refresh of a folder item (the watcher's callback)."""
-        if self.runtime.closed:
+        """Queue an incremental refresh of a folder item (the watcher's callback). While a
+        recovery pass runs it is held and asked for again when the pass ends: a refresh
+        marks the folder `processing` apart from the queue, which a pass must not see."""
+        if self.runtime.closed or self.runtime.recovery.hold_refresh(base_id, item_id):
             return
+        if self._claim(item_id):
+            asyncio.get_running_loop().create_task(self._start_refresh(base_id, item_id))
+
+    def _claim(self, item_id: str) -> bool:
+        """True when this caller starts the refresh; False when one is queued, running or
+        being set up (then it runs once more after that one: `_dirty`)."""
+        if self.runtime.closed:
+            return False
         if self.runtime.queue.is_active(item_id) or item_id in self._refreshing:
             self._dirty.add(item_id)
-            return
+            return False
         self._refreshing.add(item_id)
-        asyncio.get_running_loop().create_task(self._start_refresh(base_id, item_id))
+        return True
 
     async def _start_refresh(self, base_id: str, item_id: str) -> None:
         try:

@@ -6,7 +6,8 @@ has its own module; this one wires them together and holds what they share:
 
 * ``indexing.py``   — an `index-leaf` task: read, chunk, embed, store, complete;
 * ``preparing.py``  — a `prepare-root` task (folder / sitemap) and folder refreshes;
-* ``recovery.py``   — what a shutdown interrupted or a crash left `processing`;
+* ``recovery.py``   — what a shutdown interrupted or a crash left `processing`, in the
+  background of a holder (its batches never overlap a delete / reindex / delete-base);
 * ``disk_space.py`` — a full disk pauses the queue until there is space again;
 * ``stats.py``      — the queue figures (rate, QueueStats);
 * ``queue.py``, ``group_commit.py``, ``read_ahead.py``, ``parse_pool.py``,
@@ -48,7 +49,7 @@ from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.preparing import ContainerPreparer
 from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
 from ktui.core.runtime.read_ahead import ReadAhead
-from ktui.core.runtime.recovery import DISK_FULL_PREFIX, SHUTDOWN_MESSAGE, describe_error, recover
+from ktui.core.runtime.recovery import DISK_FULL_PREFIX, SHUTDOWN_MESSAGE, Gate, Recovery, describe_error
 from ktui.core.runtime.stats import QueueFigures
 from ktui.core.runtime.status import StateWriter
 from ktui.core.runtime.watcher import FolderWatcher
@@ -87,7 +88,9 @@ class KnowledgeRuntimeService:
         self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency)
         self.queue.on_change = self._queue_changed
         self._locks: dict[str, asyncio.Lock] = {}
-        self.figures = QueueFigures(self.queue, bus, slow=embeddings.slow_providers)
+        self.recovery = Recovery(self)
+        self.figures = QueueFigures(self.queue, bus, slow=embeddings.slow_providers,
+                                    recovering=lambda: (self.recovery.remaining, self.recovery.error))
         self._closed = False
         self.indexer = LeafIndexer(self)
         self.preparer = ContainerPreparer(self)
@@ -119,19 +122,28 @@ class KnowledgeRuntimeService:
     def closed(self) -> bool:
         return self._closed
 
-    async def start(self, *, recover: bool = True) -> None:
-        """Start the queue; with `recover` (the long-running holders: TUI, `ktui wait`,
-        `ktui serve`), re-queue unfinished work and resume watched folders. One-shot
-        commands start without it, so they never replay other work."""
+    async def start(
+        self,
+        *,
+        recover: bool = True,
+        before_recovery: Callable[[], Awaitable[None]] | None = None,
+        recovery_gate: Gate | None = None,
+    ) -> None:
+        """Start the queue and return. With `recover` (the long-running holders: TUI,
+        `ktui wait`, `ktui serve`, `ktui watch`), unfinished work is re-queued and watched
+        folders resumed by a background task (recovery.py): reads answer meanwhile,
+        `wait_idle` waits for it. One-shot commands start without it, so they never
+        replay other work. `before_recovery` runs first (the facade discards interrupted
+        imports, so recovery does not re-queue them); `recovery_gate` is awaited before
+        each recovery batch (tests hold recovery at a chosen point)."""
         self.queue.start()
         await self.space.start()
-        try:
-            if recover:
-                await self.recover()
-                await self.resume_watches()
-        except DiskFullError as exc:  # reads still work; the work waits for space
-            self.pause_for_space(exc)
         await self.remove_stray_store_files()
+        if before_recovery is not None:
+            await before_recovery()
+        if recover:
+            await self.preparer.watch_all()  # followed from now; their refreshes come after recovery
+            self.recovery.start(then=self.resume_watches, gate=recovery_gate)
 
     async def remove_stray_store_files(self) -> list[str]:
         """Delete files under bases/ that belong to no base: what a base create or delete
@@ -157,8 +169,9 @@ class KnowledgeRuntimeService:
         self.preparer.request_refresh(base_id, item_id)
 
     async def recover(self) -> list[str]:
-        """Re-queue what a shutdown interrupted or a crash left `processing` (recovery.py)."""
-        return await recover(self)
+        """Re-queue what a shutdown interrupted or a crash left `processing` now, after any
+        pass that runs (recovery.py); DiskFullError propagates."""
+        return await self.recovery.run_pass()
 
     async def close(self) -> None:
         """Interrupt running work, mark everything unfinished failed ("interrupted by shutdown")."""
@@ -166,6 +179,7 @@ class KnowledgeRuntimeService:
             return
         self._closed = True
         self.space.close()
+        await self.recovery.close()  # between batches: nothing it started is half-done
         await self.watcher.close()
         running = list(self.queue._running)
         dropped = await self.queue.close()
@@ -244,6 +258,9 @@ class KnowledgeRuntimeService:
         log.warning("rebuilding the store of base %s (%s); old file kept as %s", base.id, reason, moved)
 
     async def wait_idle(self, base_id: str | None = None) -> None:
+        """Until recovery has queued what it found (and the watched folders' refreshes),
+        then until the queue is idle (or paused with nothing running)."""
+        await self.recovery.wait()
         await self.queue.wait_idle(base_id)
 
     def pause_for_space(self, exc: DiskFullError) -> None:

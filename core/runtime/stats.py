@@ -48,11 +48,13 @@ class QueueFigures:
     """Builds `QueueStats` from the queue and the rate, and publishes it time-batched."""
 
     def __init__(self, queue: TaskQueue, bus: EventBus, rate: ChunkRate | None = None,
-                 slow: Callable[[], tuple[str, ...]] = tuple):
+                 slow: Callable[[], tuple[str, ...]] = tuple,
+                 recovering: Callable[[], tuple[int | None, str | None]] = lambda: (None, None)):
         self.queue = queue
         self.bus = bus
         self.rate = rate or ChunkRate()
         self.slow = slow  # the providers being paced down (EmbeddingService.slow_providers)
+        self.recovering = recovering  # (items recovery has still to look at, why it stopped)
         self._handle: asyncio.TimerHandle | None = None
         self._last = 0.0
 
@@ -61,6 +63,7 @@ class QueueFigures:
         self.changed()
 
     def stats(self) -> QueueStats:
+        recovering, recovery_error = self.recovering()
         return QueueStats(
             pending=self.queue.pending_count,
             running=self.queue.running_count,
@@ -70,6 +73,8 @@ class QueueFigures:
             chunks=self.rate.total,
             paused=self.queue.paused,
             slow=self.slow(),
+            recovering=recovering,
+            recovery_error=recovery_error,
         )
 
     def changed(self) -> None:

@@ -102,47 +102,66 @@ def test_bench_search_latency_mcp_http_vs_facade(tmp_path):
           f"{http_seconds / facade:.2f}x facade)")
 
 
-UNFINISHED = 3000
+UNFINISHED = (3000, 30000)
 
 
 def test_bench_reads_beside_many_unfinished_items(tmp_path):
     """Issue 16: with many unfinished items every command used to replay recovery first.
-    A reader never does; the holder (opened with recovery) does it once."""
+    A reader never does; the holder (opened with recovery) does it once, in the
+    background: its first read no longer waits for it (target: first `list_bases`
+    within 1 s of starting to open, whatever the number of unfinished items)."""
     server = start_embedding_server(32, subprocess=True)
+    rows = []
     try:
-        ws = Workspace(tmp_path, server.url)
+        for count in UNFINISHED:
+            ws = Workspace(tmp_path / str(count), server.url)
 
-        async def leave_unfinished() -> None:
-            async with await KnowledgeService.open(settings=ws.settings()) as ks:
-                base = await ks.create_base("Stuck", dimensions=32)
-                server.faults.delay(30)  # nothing finishes: closing marks every item interrupted
-                for start in range(0, UNFINISHED, 100):
-                    await ks.add_items(base.id, [ItemInput("note", {"content": note(n)})
-                                                 for n in range(start, start + 100)])
-            server.faults.clear()
+            async def leave_unfinished(ws: Workspace = ws, count: int = count) -> None:
+                async with await KnowledgeService.open(settings=ws.settings()) as ks:
+                    base = await ks.create_base("Stuck", dimensions=32)
+                    server.faults.delay(30)  # nothing finishes: closing marks every item interrupted
+                    for start in range(0, count, 100):
+                        await ks.add_items(base.id, [ItemInput("note", {"content": note(n)})
+                                                     for n in range(start, start + 100)])
+                server.faults.clear()
 
-        asyncio.run(leave_unfinished())
+            asyncio.run(leave_unfinished())
 
-        async def open_close(**kw) -> float:
-            started = time.perf_counter()
-            ks = await KnowledgeService.open(settings=ws.settings(), **kw)
-            await ks.list_bases()
-            seconds = time.perf_counter() - started
-            await ks.close()
-            return seconds
+            async def open_close(wait_recovery: bool = False, ws: Workspace = ws, **kw) -> tuple[float, float | None]:
+                started = time.perf_counter()
+                ks = await KnowledgeService.open(settings=ws.settings(), **kw)
+                await ks.list_bases()
+                first = time.perf_counter() - started
+                recovered = None
+                if wait_recovery:
+                    await ks.wait_recovered()
+                    recovered = time.perf_counter() - started
+                await ks.close()  # the re-queued work is interrupted again: the next run finds it all
+                return first, recovered
 
-        reader = statistics.median(asyncio.run(open_close(read_only=True)) for _ in range(5))
-        one_shot = statistics.median(asyncio.run(open_close(recover=False)) for _ in range(3))
-        cli = []
-        for _ in range(3):
-            started = time.perf_counter()
-            subprocess.run(ws.command("base", "list"), env=ws.env(), cwd=ws.work, capture_output=True, check=True)
-            cli.append(time.perf_counter() - started)
-        holder = asyncio.run(open_close(recover=True))  # the old cost of every command (recovery replayed)
+            reader = statistics.median(asyncio.run(open_close(read_only=True))[0] for _ in range(5))
+            one_shot = statistics.median(asyncio.run(open_close(recover=False))[0] for _ in range(3))
+            holder = [asyncio.run(open_close(wait_recovery=True)) for _ in range(3)]
+            first = statistics.median(h[0] for h in holder)
+            recovery = statistics.median(h[1] or 0.0 for h in holder)
+            cli = []
+            if count == UNFINISHED[0]:
+                for _ in range(3):
+                    started = time.perf_counter()
+                    subprocess.run(ws.command("base", "list"), env=ws.env(), cwd=ws.work, capture_output=True,
+                                   check=True)
+                    cli.append(time.perf_counter() - started)
+            rows.append((count, first, recovery, reader, one_shot, cli))
     finally:
         server.stop()
-    print(f"\n{UNFINISHED} unfinished items, open + list_bases:")
-    print(f"  holder with recovery (what every command paid before): {holder * 1000:.0f} ms (baseline)")
-    print(f"  reader (read_only=True): {reader * 1000:.1f} ms (target < 100 ms; {reader / holder:.3f}x the holder)")
-    print(f"  one-shot writer (recover=False): {one_shot * 1000:.1f} ms ({one_shot / holder:.3f}x the holder)")
-    print(f"  `ktui base list` process: {statistics.median(cli) * 1000:.0f} ms (target < 1000 ms)")
+    for count, first, recovery, reader, one_shot, cli in rows:
+        print(f"\n{count} unfinished items, open + first list_bases:")
+        print(f"  holder (TUI, ktui wait/serve/watch), recovery in the background: {first * 1000:.0f} ms "
+              f"(target <= 1000 ms whatever the count)")
+        print(f"  ... its recovery pass, open -> everything re-queued (what a holder's first read waited "
+              f"for before): {recovery * 1000:.0f} ms")
+        print(f"  one-shot writer (recover=False, the peer): {one_shot * 1000:.1f} ms "
+              f"(holder {first / one_shot:.2f}x it)")
+        print(f"  reader (read_only=True): {reader * 1000:.1f} ms (target < 100 ms)")
+        if cli:
+            print(f"  `ktui base list` process: {statistics.median(cli) * 1000:.0f} ms (target < 1000 ms)")

@@ -90,6 +90,10 @@ class StatusLine(Horizontal):
             t.append("  ETA " + (format_duration(self.eta) if self.eta is not None else "estimating…"))
         else:
             t.append("  idle", "dim")
+        if s.recovering is not None:
+            t.append(f"  recovering {s.recovering} items…", "yellow")
+        if s.recovery_error:
+            t.append(f"  recovery stopped: {s.recovery_error}", "bold red")
         if s.paused:
             t.append(f"  paused: {s.paused}", "bold yellow")
         for line in s.slow:
