@@ -52,8 +52,9 @@ class PgTuning:
     """When a base gets its HNSW index and how it is searched (see docs/postgres.md)."""
 
     # chunks; below this an exact scan answers fast enough. Measured (2 busy cores, 384 dims,
-    # tests/benchmarks/test_bench_postgres.py): exact 3 ms at 5k rows, 18-21 ms at 10-20k,
-    # 57 ms at 50k, 168 ms at 100k; HNSW 13 ms (k = 10) / 20 ms (k = 200) at 100k.
+    # tests/benchmarks/test_bench_postgres.py): exact 3 ms at 5k rows, 18 ms at 10k, 21-28 ms
+    # at 20k, 57-71 ms at 50k, 153-168 ms at 100k; HNSW at 100k 2.6-13 ms (k = 10), 8.5-20 ms
+    # (k = 200) depending on how busy the machine was.
     hnsw_from: int = 10_000
     ef_search: int = 100  # at least this, and at least k
     hnsw_m: int = 16
