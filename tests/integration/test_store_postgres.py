@@ -229,3 +229,17 @@ def test_bm25_scores_equal_fts5s_on_the_same_chunks(manager, tmp_path) -> None:
             assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9), query
     finally:
         lite.close()
+
+
+def test_a_failed_index_build_never_fails_the_write_before_it(postgres_server, pg_schema, caplog) -> None:
+    manager = PgStoreManager(postgres_server.url, schema=pg_schema, tuning=PgTuning(hnsw_from=3, build_memory="1kB"))
+    try:
+        store = manager.create("b", D)  # 1 kB of maintenance_work_mem is refused: every build fails
+        with caplog.at_level("WARNING", logger="ktui.core.store.postgres.store"):
+            ids = store.replace_item_chunks("a", [Chunk(f"row {i}", {}) for i in range(4)], vecs(4))
+        assert len(ids) == 4 and store.count() == 4 and not store.has_hnsw()
+        assert "could not be built" in caplog.text and "maintenance_work_mem" in caplog.text
+        assert store.search_vector(vecs(4)[2], 1)[0][0] == ids[2]  # exact search answers
+        assert store.check_invariants() == []
+    finally:
+        manager.close_all()

@@ -425,10 +425,19 @@ class PgBaseStore(HybridSearch):
         return bool(row and row[0])
 
     def _maybe_build_index(self, con: psycopg.Connection[Any], rows: int) -> None:
-        """Build the HNSW index once the base has passed ``hnsw_from`` chunks (one process does it)."""
-        if rows < self.tuning.hnsw_from or self.dimensions > HNSW_MAX_DIMENSIONS or self._index_exists(con):
-            return
-        self.build_index(con)
+        """Build the HNSW index once the base has passed ``hnsw_from`` chunks (one process does it).
+
+        The write before it has committed: a build that fails must not make the caller
+        think the write failed. It is logged, searches stay exact, and the next write
+        past the size tries again.
+        """
+        try:
+            if rows < self.tuning.hnsw_from or self.dimensions > HNSW_MAX_DIMENSIONS or self._index_exists(con):
+                return
+            self.build_index(con)
+        except psycopg.Error as exc:
+            log.warning("%s: the HNSW index could not be built (searches stay exact): %s",
+                        self.where, scrub(str(exc).strip(), self._pool.url))
 
     def build_index(self, con: psycopg.Connection[Any] | None = None) -> bool:
         """Build the HNSW index now (whatever the size); False when another process is building it
