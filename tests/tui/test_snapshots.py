@@ -83,7 +83,10 @@ async def calm(pilot, done: int = 0, failed: int = 0) -> None:
         widget.cursor_blink = False
     for widget in app.screen.query(TextArea):
         widget.cursor_blink = False
-        widget.refresh()  # with blink off the cursor is drawn iff focused: redraw, not a cached blink phase
+        # with blink off the cursor is drawn iff focused, but TextArea's line cache is keyed without
+        # the focus: a line cached in the blink's "off" phase would be reused without its cursor
+        widget.notify_style_update()  # (public; clears that cache)
+        widget.refresh()
     for screen in app.screen_stack:
         for widget in screen.query(Input):
             widget.cursor_blink = False
