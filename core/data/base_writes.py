@@ -21,6 +21,7 @@ from ktui.core.data.base_validation import (
     validate_base_field,
     validate_base_patch,
 )
+from ktui.core.data.imports import record_import_start
 from ktui.core.data.rows import BASE_COLUMNS, group_from_row
 from ktui.core.data.validation import (
     MAX_NAME_CHARS,
@@ -102,20 +103,23 @@ class BaseWrites(KnowledgeBaseService):
         defaults: dict[str, Any] | None = None,
         free_name: bool = False,
         group_name: Any = None,
+        import_fingerprint: str | None = None,
     ) -> KnowledgeBase:
         """Insert a completed (runnable) base. Names are unique ignoring case (like group
         names: the CLI and exports name bases); `free_name` picks "NAME (2)"… instead of
         refusing a taken one (restore, import).
 
         `group_name` puts it in the group of that name, created in the same
-        transaction when there is none: a refused base never leaves a new group behind."""
+        transaction when there is none: a refused base never leaves a new group behind.
+        `import_fingerprint` marks it as being imported (`ktui.core.data.imports`), in the
+        same transaction, so a kill between the two cannot leave an unmarked empty base."""
         clean_name = require_name(name)
         model = require_model_id(embedding_model_id)
         dims = require_dimensions(dimensions)
         cfg = base_config(config or {}, **(defaults or {}))
         group = _group_name(group_name, cfg.get("group_id"))
         return await self._insert(clean_name, model, dims, BaseStatus.COMPLETED, None, cfg, before_commit,
-                                  free_name=free_name, group_name=group)
+                                  free_name=free_name, group_name=group, import_fingerprint=import_fingerprint)
 
     async def create_failed(
         self,
@@ -125,6 +129,7 @@ class BaseWrites(KnowledgeBaseService):
         error: KnowledgeBaseErrorCode = KnowledgeBaseErrorCode.MISSING_EMBEDDING_MODEL,
         config: dict[str, Any] | None = None,
         free_name: bool = True,
+        import_fingerprint: str | None = None,
     ) -> KnowledgeBase:
         """Insert a recoverable failed base (its embedding model is unknown here)."""
         clean_name = require_name(name)
@@ -135,12 +140,13 @@ class BaseWrites(KnowledgeBaseService):
             except ValidationError:
                 dims = None  # unknown width is allowed for a failed base
         cfg = base_config(config or {})
-        return await self._insert(clean_name, None, dims, BaseStatus.FAILED, error, cfg, None, free_name=free_name)
+        return await self._insert(clean_name, None, dims, BaseStatus.FAILED, error, cfg, None, free_name=free_name,
+                                  import_fingerprint=import_fingerprint)
 
     async def _insert(self, name: str, model: str | None, dims: int | None, status: BaseStatus,
                       error: KnowledgeBaseErrorCode | None, cfg: dict[str, Any],
                       before_commit: BeforeCommit | None, *, free_name: bool = False,
-                      group_name: str | None = None) -> KnowledgeBase:
+                      group_name: str | None = None, import_fingerprint: str | None = None) -> KnowledgeBase:
         base_id = new_id()
         now = utc_now()
         async with self._db.transaction() as conn:
@@ -160,6 +166,8 @@ class BaseWrites(KnowledgeBaseService):
                     cfg["ocr_enabled"], cfg["ocr_languages"], cfg["ocr_max_pages"],
                 ),
             )
+            if import_fingerprint is not None:
+                await record_import_start(conn, base_id, import_fingerprint)
             base = await self._get(conn, base_id)
             if before_commit is not None:
                 await before_commit(base)

@@ -5,7 +5,8 @@ kill between the two left a silent partial base (0 to 200 of 350 items in 4 of 1
 kills), and importing again made a second copy. The ledger makes an import
 all-or-nothing and a repeat visible:
 
-* `begin` records the new base as `importing` before its first item is added, and
+* the new base is recorded as `importing` in the same transaction as its row (the
+  importer passes `import_fingerprint` to the base create), and
   `finish` marks it `done` after the last one; the next writable open discards any
   base still `importing` (rows, store files and all) — see `KnowledgeService.open`;
 * the fingerprint (sha-256 of the base's entry in the document: name, model,
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ktui.core.db import Database
+from ktui.core.sqlite_thread import AsyncConnection
 
 
 def fingerprint(entry: Any) -> str:
@@ -31,16 +33,18 @@ def fingerprint(entry: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+async def record_import_start(conn: AsyncConnection, base_id: str, digest: str) -> None:
+    """The `importing` row of a base an import creates, written in the base row's own
+    transaction (`BaseWrites._insert`): a kill can never leave the base without it."""
+    await conn.execute(
+        "INSERT INTO base_import (base_id, fingerprint, state, created_at) VALUES (?, ?, 'importing', ?)",
+        (base_id, digest, datetime.now(UTC).isoformat()),
+    )
+
+
 class ImportLedger:
     def __init__(self, db: Database) -> None:
         self._db = db
-
-    async def begin(self, base_id: str, digest: str) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                "INSERT INTO base_import (base_id, fingerprint, state, created_at) VALUES (?, ?, 'importing', ?)",
-                (base_id, digest, datetime.now(UTC).isoformat()),
-            )
 
     async def finish(self, base_id: str) -> None:
         async with self._db.transaction() as conn:

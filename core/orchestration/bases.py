@@ -61,7 +61,7 @@ class BaseWorkflow(ItemWorkflow):
 
     async def create_base(
         self, name: Any, embedding_model_id: Any = None, dimensions: Any = None, *, free_name: bool = False,
-        group_name: Any = None, **config: Any,
+        group_name: Any = None, import_fingerprint: str | None = None, **config: Any,
     ) -> KnowledgeBase:
         model = require_model_id(embedding_model_id or self.settings.default_embedding_model)
         self.embeddings.parse_model_id(model)  # unknown provider -> ValidationError naming the field
@@ -86,6 +86,7 @@ class BaseWorkflow(ItemWorkflow):
             defaults=self.new_base_defaults(model),
             free_name=free_name,
             group_name=group_name,
+            import_fingerprint=import_fingerprint,
         )
         return base
 
@@ -143,7 +144,7 @@ class BaseWorkflow(ItemWorkflow):
                 "clone it; choose another model or dimensions"
             )
         roots = await self.items.list_all(source.id, roots_only=True)
-        config = {
+        config: dict[str, Any] = {
             "emoji": source.emoji,
             "group_id": source.group_id,
             "rerank_model_id": source.rerank_model_id,

@@ -185,10 +185,12 @@ class StateWriter:
         error: KnowledgeBaseErrorCode = KnowledgeBaseErrorCode.MISSING_EMBEDDING_MODEL,
         config: dict[str, Any] | None = None,
         free_name: bool = True,
+        import_fingerprint: str | None = None,
     ) -> KnowledgeBase:
         """A recoverable failed base (its embedding model is unknown here)."""
         base = await self._bases.create_failed(
-            name=name, dimensions=dimensions, error=error, config=config, free_name=free_name
+            name=name, dimensions=dimensions, error=error, config=config, free_name=free_name,
+            import_fingerprint=import_fingerprint,
         )
         self.bus.publish(BaseChanged(base.id))
         return base

@@ -152,13 +152,12 @@ class Importer:
                 continue
             accepted.append(_as_input(valid))
         base = await self.workflow.create_base(plan.name, plan.embedding_model_id, check.dimensions,
-                                               free_name=True, **config)
+                                               free_name=True, import_fingerprint=plan.fingerprint, **config)
         report.base_id = base.id
         report.status = "completed"
         report.embedding_model_id = base.embedding_model_id
         report.dimensions = base.dimensions
         try:
-            await self.ledger.begin(base.id, plan.fingerprint)
             for start in range(0, len(accepted), MAX_INPUTS_PER_CALL):
                 created = await self.workflow.add_items(base.id, accepted[start : start + MAX_INPUTS_PER_CALL])
                 report.item_ids.extend(i.id for i in created)
@@ -171,13 +170,13 @@ class Importer:
     async def _import_failed(self, plan: BasePlan, config: dict[str, Any], check: ModelCheck) -> None:
         report = plan.report
         valid = [structural_item(item.type, item.data, item.label) for item in plan.items]
-        base = await self.state.create_failed_base(name=plan.name, dimensions=plan.dimensions, config=config)
+        base = await self.state.create_failed_base(name=plan.name, dimensions=plan.dimensions, config=config,
+                                                   import_fingerprint=plan.fingerprint)
         report.base_id = base.id
         report.status = "failed"
         report.reason = check.reason
         report.dimensions = base.dimensions
         try:
-            await self.ledger.begin(base.id, plan.fingerprint)
             for start in range(0, len(valid), 500):
                 created = await self.state.create_roots(base.id, valid[start : start + 500], status=ItemStatus.IDLE)
                 report.item_ids.extend(i.id for i in created)
