@@ -20,23 +20,13 @@ from ktui.core.errors import BaseUnavailableError, ValidationError
 from ktui.core.models import ANY_GROUP, ROOT, ItemInput, KnowledgeBase
 from ktui.core.service import KnowledgeService
 from ktui.tui.cli_render import base_json, chunk_json, item_json, result_json
+from ktui.tui.paging import all_bases
 
 ITEM_TYPES = ("file", "url", "note", "directory", "sitemap")
 ADDABLE_TYPES = ("note", "url", "file", "directory")
 FILTER_FETCH_FACTOR = 5  # results fetched per wanted result when a filter may drop some
 MAX_TOP_K = 1000
 DEFAULT_MULTI_TOP_K = 10
-
-
-async def all_bases(ks: KnowledgeService) -> list[KnowledgeBase]:
-    out: list[KnowledgeBase] = []
-    page = 1
-    while True:
-        listing = await ks.list_bases(page=page, limit=100)
-        out.extend(listing.items)
-        if page >= listing.pages:
-            return out
-        page += 1
 
 
 async def list_bases(ks: KnowledgeService) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from ktui.core.models import (
     QueueStats,
 )
 from ktui.tui.messages import BasesLoaded, ServiceEvents, ServiceFailed
+from ktui.tui.paging import all_bases
 from ktui.tui.text import literal, shorten
 from ktui.tui.widgets.status_line import StatusLine
 
@@ -100,14 +101,7 @@ class PaneSync:
 
     async def _fetch_bases(self) -> None:
         try:
-            bases: list[KnowledgeBase] = []
-            page = 1
-            while True:
-                result = await self.ks.list_bases(page=page, limit=100)
-                bases.extend(result.items)
-                if page >= result.pages:
-                    break
-                page += 1
+            bases = await all_bases(self.ks)
             groups = await self.ks.list_groups()
             counts = await self.ks.item_counts()
         except KnowledgeError as exc:

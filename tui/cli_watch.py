@@ -121,7 +121,7 @@ async def _watched_folders(ks: Any, bases: list[Any]) -> list[tuple[Any, Knowled
 
 
 async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
-    from ktui.tui.cli_commands import _all_bases, err, service
+    from ktui.tui.cli_shared import all_bases, err, service
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -136,7 +136,7 @@ async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
     try:
         async with service(settings, recover=True) as ks:
             sub = ks.subscribe()  # before the first await: the start-up refreshes are not missed
-            bases = [await ks.resolve_base(ref) for ref in args.base] if args.base else await _all_bases(ks)
+            bases = [await ks.resolve_base(ref) for ref in args.base] if args.base else await all_bases(ks)
             folders = await _watched_folders(ks, [b for b in bases if b.is_usable])
             if not folders:
                 err("ktui: error: nothing to watch: no folder with watch on"

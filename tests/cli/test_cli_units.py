@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from ktui.core.errors import ValidationError
 from ktui.core.models import ItemStatus, ItemType, KnowledgeItem, NoteItemData
 from ktui.tui.cli import build_parser
-from ktui.tui.cli_commands import _inputs, _tree_order
+from ktui.tui.cli_items import _inputs, _tree_order
 from ktui.tui.cli_render import UsageError
 
 

@@ -1,0 +1,109 @@
+"""`ktui models`, `doctor`, `wait` and `watch`: the providers' models, a health check of
+the data directory, and waiting for or following the queue."""
+
+from __future__ import annotations
+
+import argparse
+
+from ktui.core import Settings
+from ktui.core.models import ItemStatus, KnowledgeItem
+from ktui.tui.cli_progress import WaitOutcome
+from ktui.tui.cli_render import (
+    dump,
+    model_json,
+    table,
+)
+from ktui.tui.cli_shared import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    all_bases,
+    all_items,
+    err,
+    service,
+    wait_for,
+    wait_json,
+)
+from ktui.tui.cli_text import say
+
+
+async def cmd_models(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings, read_only=True) as ks:
+        listing = await ks.list_embedding_models()
+    if args.json:
+        dump({"default": settings.default_embedding_model, "models": [model_json(m) for m in listing.models],
+              "errors": listing.errors})
+        return EXIT_OK
+    rows = [[m.id + (" (default)" if m.id == settings.default_embedding_model else ""),
+             "-" if m.dimensions is None else str(m.dimensions), m.note or ""] for m in listing.models]
+    table(rows, ["MODEL", "DIMENSIONS", "NOTE"])
+    for provider, message in listing.errors.items():
+        err(f"provider {provider}: {_first_line(message)}")
+    return EXIT_OK
+
+
+def _first_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings) as ks:
+        report = await ks.doctor(repair=args.repair)
+        after = None  # with --repair --wait: a second check once the rebuilds are done
+        if args.repair and args.wait and report.findings:
+            await ks.wait_idle(timeout=None)
+            after = await ks.doctor(repair=False)
+    if args.json:
+        dump({
+            "repair": args.repair,
+            "healthy": report.healthy,
+            "checked": report.checked,
+            "findings": [{"subject": f.subject, "problem": f.problem, "action": f.action, "repaired": f.repaired}
+                         for f in report.findings],
+            "after_repair": None if after is None else {"healthy": after.healthy,
+                                                         "problems": [f.problem for f in after.findings]},
+        })
+    else:
+        say(f"checked {len(report.checked)} file(s)")
+        for f in report.findings:
+            say(f"{'repaired' if f.repaired else 'problem'}  {f.subject}: {f.problem}")
+            if f.action:
+                say(f"    {f.action}")
+        if report.healthy:
+            say("no problems found")
+        else:
+            fixed = sum(1 for f in report.findings if f.repaired)
+            say(f"{len(report.findings)} problem(s), {fixed} repaired"
+                + ("" if args.repair else "; run `ktui doctor --repair` to fix them"))
+        if after is not None:
+            say("after the repairs: " + ("no problems found" if after.healthy else
+                                         f"{len(after.findings)} problem(s) left"))
+            for f in after.findings:
+                say(f"problem  {f.subject}: {f.problem}")
+    if after is not None:
+        return EXIT_OK if after.healthy else EXIT_FAILURE
+    return EXIT_OK if not report.unresolved else EXIT_FAILURE
+
+
+async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
+    async with service(settings, recover=True) as ks:
+        sub = ks.subscribe()
+        await ks.wait_recovered()  # what recovery re-queues (failed by a shutdown or a full disk) is waited for too
+        bases = [await ks.resolve_base(args.base)] if args.base else await all_bases(ks)
+        roots: list[KnowledgeItem] = []
+        for base in bases:
+            if base.is_usable:
+                roots.extend(i for i in await all_items(ks, base.id, everything=False)
+                             if i.status == ItemStatus.PROCESSING)
+        outcome = await wait_for(ks, sub, roots, args) if roots else WaitOutcome()
+        sub.close()
+    if args.json:
+        dump({"wait": wait_json(outcome)})
+    elif not roots:
+        err("nothing to do")
+    return EXIT_OK if outcome.ok else EXIT_FAILURE
+
+
+async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
+    from ktui.tui.cli_watch import cmd_watch as watch
+
+    return await watch(settings, args)
