@@ -88,20 +88,7 @@ class MatrixSidecar(StoreConnection):
             ) from exc
         except StaleMatrix as exc:
             log.info("rebuilding vector matrix of %s: %s", self.path.name, exc)
-            try:
-                self._index = VectorIndex.build(
-                    self.files,
-                    self.dimensions,
-                    self._uuid,
-                    expected.generation,
-                    self.tuning,
-                    self._iter_blobs(),
-                )
-            except OSError as os_exc:
-                raise StoreError(
-                    f"Vector store {self.path}: cannot write its matrix files: {os_exc}"
-                ) from os_exc
-            self._matrix_source, self._matrix_reason = "rebuilt", str(exc)
+            self._index = self._rebuild(self.files, expected.generation, str(exc), "cannot write its matrix files")
         return self._index
 
     def _ensure_reader_index(self) -> VectorIndex:
@@ -136,23 +123,21 @@ class MatrixSidecar(StoreConnection):
                 if self._scratch is None:
                     self._scratch = tempfile.TemporaryDirectory(prefix="ktui-reader-")
                 files = MatrixFiles.next_to(Path(self._scratch.name) / self.path.name)
-                try:
-                    self._index = VectorIndex.build(
-                        files,
-                        self.dimensions,
-                        self._uuid,
-                        expected.generation,
-                        self.tuning,
-                        self._iter_blobs(),
-                    )
-                except OSError as os_exc:
-                    raise StoreError(
-                        f"Vector store {self.path}: cannot build a reader's matrix: {os_exc}"
-                    ) from os_exc
-                self._matrix_source, self._matrix_reason = "rebuilt", str(exc)
+                self._index = self._rebuild(files, expected.generation, str(exc), "cannot build a reader's matrix")
         finally:
             self._con.execute("COMMIT")
         return self._index
+
+    def _rebuild(self, files: MatrixFiles, generation: int, reason: str, failure: str) -> VectorIndex:
+        """A matrix built into `files` from the store's BLOBs (the persisted one could not be
+        used, for `reason`); an OSError becomes a StoreError saying `failure`."""
+        try:
+            index = VectorIndex.build(files, self.dimensions, self._uuid, generation, self.tuning,
+                                      self._iter_blobs())
+        except OSError as exc:
+            raise StoreError(f"Vector store {self.path}: {failure}: {exc}") from exc
+        self._matrix_source, self._matrix_reason = "rebuilt", reason
+        return index
 
     def _apply(
         self,
@@ -176,6 +161,10 @@ class MatrixSidecar(StoreConnection):
             index_.close()
             self._index = None
             self._matrix_source, self._matrix_reason = None, f"update failed: {exc}"
+
+    def _apply_removal(self, index_: VectorIndex, removed: Sequence[int], generation: int) -> None:
+        """`_apply` for a write that only deleted rows."""
+        self._apply(index_, removed, np.empty(0, np.int64), np.empty((0, self.dimensions), np.float32), generation)
 
     def _iter_blobs(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         cur = self._con.execute("SELECT seq, id, vector FROM chunk ORDER BY seq")

@@ -122,13 +122,7 @@ class ChunkWrites(MatrixSidecar):
             except BaseException:
                 rollback_quietly(con)
                 raise
-            self._apply(
-                index_,
-                old,
-                np.empty(0, np.int64),
-                np.empty((0, self.dimensions), np.float32),
-                generation,
-            )
+            self._apply_removal(index_, old, generation)
             return len(old)
 
     def delete_chunk(self, chunk_id: str) -> ChunkRecord | None:
@@ -151,12 +145,6 @@ class ChunkWrites(MatrixSidecar):
             except BaseException:
                 rollback_quietly(con)
                 raise
-            self._apply(
-                index_,
-                [row[0]],
-                np.empty(0, np.int64),
-                np.empty((0, self.dimensions), np.float32),
-                generation,
-            )
+            self._apply_removal(index_, [row[0]], generation)
             return record(row[1:])
 
