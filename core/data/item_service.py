@@ -31,6 +31,13 @@ from ktui.core.sqlite_thread import AsyncConnection
 SQL_VARS = 500  # ids per IN (...) list, well under SQLite's variable limit
 
 
+def tree_below(count: int) -> str:
+    """A `WITH` clause naming `tree(id)`: every item below the `count` parent ids bound
+    as parameters (children, their children, ...), not the parents themselves."""
+    return (f"WITH RECURSIVE tree(id) AS (SELECT id FROM knowledge_item WHERE group_id IN ({marks(count)}) "
+            "UNION ALL SELECT k.id FROM knowledge_item k JOIN tree t ON k.group_id = t.id) ")
+
+
 @dataclass
 class ChildSpec:
     """A child to create under a container; directories may carry their own children."""
@@ -132,11 +139,7 @@ class KnowledgeItemService:
         async with self._db.read() as conn:
             for part in id_chunks(list(item_ids)):
                 async with conn.execute(
-                    f"""WITH RECURSIVE tree(id) AS (
-                            SELECT id FROM knowledge_item WHERE group_id IN ({marks(len(part))})
-                            UNION ALL
-                            SELECT k.id FROM knowledge_item k JOIN tree t ON k.group_id = t.id)
-                        SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE id IN (SELECT id FROM tree)""",
+                    tree_below(len(part)) + f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE id IN (SELECT id FROM tree)",
                     part,
                 ) as cur:
                     out.extend(item_from_row(r) for r in await cur.fetchall())
@@ -149,11 +152,7 @@ class KnowledgeItemService:
         async with self._db.read() as conn:
             for part in id_chunks(list(item_ids)):
                 async with conn.execute(
-                    f"""WITH RECURSIVE tree(id) AS (
-                            SELECT id FROM knowledge_item WHERE group_id IN ({marks(len(part))})
-                            UNION ALL
-                            SELECT k.id FROM knowledge_item k JOIN tree t ON k.group_id = t.id)
-                        SELECT k.id, k.status FROM knowledge_item k JOIN tree t ON k.id = t.id""",
+                    tree_below(len(part)) + "SELECT k.id, k.status FROM knowledge_item k JOIN tree t ON k.id = t.id",
                     part,
                 ) as cur:
                     out.update((r[0], ItemStatus(r[1])) for r in await cur.fetchall())
