@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,11 @@ from ktui.core.models import (
     FileItemData,
     ItemInput,
     ItemStatus,
+    KnowledgeItem,
     NoteItemData,
 )
 from ktui.core.transfer.cleaning import structural_item
-from ktui.core.transfer.reports import BasePlan, ImportReport, ParsedDocument
+from ktui.core.transfer.reports import BaseImportReport, BasePlan, ImportReport, ParsedDocument
 
 log = logging.getLogger(__name__)
 
@@ -157,15 +159,8 @@ class Importer:
         report.status = "completed"
         report.embedding_model_id = base.embedding_model_id
         report.dimensions = base.dimensions
-        try:
-            for start in range(0, len(accepted), MAX_INPUTS_PER_CALL):
-                created = await self.workflow.add_items(base.id, accepted[start : start + MAX_INPUTS_PER_CALL])
-                report.item_ids.extend(i.id for i in created)
-            await self.ledger.finish(base.id)
-        except BaseException:
-            await self._discard(base.id)
-            raise
-        report.kept = len(report.item_ids)
+        await self._fill(base.id, report, accepted, MAX_INPUTS_PER_CALL,
+                         lambda part: self.workflow.add_items(base.id, part))
 
     async def _import_failed(self, plan: BasePlan, config: dict[str, Any], check: ModelCheck) -> None:
         report = plan.report
@@ -176,13 +171,19 @@ class Importer:
         report.status = "failed"
         report.reason = check.reason
         report.dimensions = base.dimensions
+        await self._fill(base.id, report, valid, 500,
+                         lambda part: self.state.create_roots(base.id, part, status=ItemStatus.IDLE))
+
+    async def _fill(self, base_id: str, report: BaseImportReport, items: Sequence[Any], size: int,
+                    create: Callable[[Sequence[Any]], Awaitable[Sequence[KnowledgeItem]]]) -> None:
+        """Create a new base's items, `size` at a time; if anything fails the base goes too."""
         try:
-            for start in range(0, len(valid), 500):
-                created = await self.state.create_roots(base.id, valid[start : start + 500], status=ItemStatus.IDLE)
+            for start in range(0, len(items), size):
+                created = await create(items[start : start + size])
                 report.item_ids.extend(i.id for i in created)
-            await self.ledger.finish(base.id)
+            await self.ledger.finish(base_id)
         except BaseException:
-            await self._discard(base.id)
+            await self._discard(base_id)
             raise
         report.kept = len(report.item_ids)
 
