@@ -34,7 +34,7 @@ from ktui.core.models import (
 )
 
 from .fusion import CANDIDATE_POOL, DEFAULT_FUSION, FusionMethod, fuse
-from .relevance import cosine_relevance, keyword_relevance, rerank_relevance
+from .relevance import consistent_with_rank, cosine_relevance, keyword_relevance, rerank_relevance
 
 if TYPE_CHECKING:
     from ktui.core.store import BaseStore
@@ -111,6 +111,7 @@ async def run_search(
     if base.threshold is not None and kind in (ScoreKind.COSINE, ScoreKind.RERANK):
         scored = [(r, s) for r, s in scored if s >= base.threshold]
     scored = scored[:top_k]
+    relevances = consistent_with_rank([relevance(record, score) for record, score in scored])
     results = [
         KnowledgeSearchResult(
             page_content=record.text,
@@ -120,10 +121,10 @@ async def run_search(
             metadata=record.metadata,
             item_id=record.item_id,
             chunk_id=record.id,
-            relevance=relevance(record, score),
+            relevance=shown,
             base_id=base.id,
         )
-        for rank, (record, score) in enumerate(scored, start=1)
+        for rank, ((record, score), shown) in enumerate(zip(scored, relevances, strict=True), start=1)
     ]
     return SearchResponse(results, degraded=degraded, reason=reason, mode=mode)
 

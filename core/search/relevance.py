@@ -13,6 +13,14 @@ quantities a person can reason about, the same way in every base:
 
 So 0.8 in one base means about what 0.8 means in another with the same model, and
 results of several bases can be merged by it.
+
+The ranking itself comes from the scores (fusion, bm25, rerank), so a figure built
+on other quantities could rise down the list (a hybrid 0.47 above a 0.79: the fused
+ranking weighs bm25, the figure the share of terms). `consistent_with_rank` caps
+each relevance at the lowest one ranked above it — "no more relevant than what the
+ranking put above it" — so the figure never rises down the list, and merging several
+bases by it keeps each base's own order. It caps by what is above, never lifts by
+what is below: the first k figures stay those of a search for more results.
 """
 
 from __future__ import annotations
@@ -57,3 +65,11 @@ def rerank_relevance(score: float) -> float:
     if 0.0 <= score <= 1.0:
         return round(score, 4)
     return round(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, score)))), 4)
+
+
+def consistent_with_rank(relevances: list[float]) -> list[float]:
+    """Each relevance capped at the lowest one ranked above it (so non-increasing)."""
+    out: list[float] = []
+    for value in relevances:
+        out.append(min(value, out[-1]) if out else value)
+    return out

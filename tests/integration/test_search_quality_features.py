@@ -103,6 +103,11 @@ async def test_several_bases_are_searched_at_once_and_each_result_names_its_base
         assert [r.rank for r in both.results] == list(range(1, len(both.results) + 1))
         relevances = [r.relevance for r in both.results]
         assert relevances == sorted(relevances, reverse=True)
+        # merged by relevance, each base's results keep the order a search of that base alone gives
+        for base in (a, b):
+            alone = [r.chunk_id for r in (await ks.search(base.id, "乌龙茶 zebras", top_k=6)).results]
+            merged = [r.chunk_id for r in both.results if r.base_id == base.id]
+            assert merged == alone[: len(merged)]
         one = await ks.search_bases([b.id], "乌龙茶", top_k=3)
         assert one.results and {r.base_id for r in one.results} == {b.id}
         with pytest.raises(ValidationError):
@@ -135,3 +140,5 @@ async def test_the_first_k_results_do_not_depend_on_top_k(indexed_corpus, server
         many = await ks.search(base.id, query, top_k=50, mode=mode)
         assert [r.chunk_id for r in few.results] == [r.chunk_id for r in many.results][:k]
         assert [r.relevance for r in few.results] == [r.relevance for r in many.results][:k]
+        shown = [r.relevance for r in many.results]
+        assert shown == sorted(shown, reverse=True)  # the figure never rises down the ranking
