@@ -24,7 +24,7 @@ from ktui.core.models import (
     KnowledgeSearchResult,
     SearchResponse,
 )
-from ktui.tui.cli_text import printable
+from ktui.tui.cli_text import cell_width, pad, printable
 from ktui.tui.cli_window import window_row
 from ktui.tui.ocr_summary import ocr_rows
 from ktui.tui.skip_summary import skipped_summary
@@ -160,10 +160,10 @@ def table(rows: Sequence[Sequence[str]], headers: Sequence[str], out: TextIO | N
     if not rows:
         return
     rows = [[printable(str(c)) for c in row] for row in rows]  # widths of what is shown
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
+    widths = [max(cell_width(c) for c in col) for col in zip(headers, *rows, strict=False)]  # display columns
     widths[-1] = 0  # the last column is never padded
     for row in [headers, *rows]:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n")
+        out.write("  ".join(pad(c, w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n")
 
 
 def base_status_label(base: KnowledgeBase) -> str:

@@ -20,6 +20,7 @@ What counts as dangerous:
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
@@ -48,6 +49,30 @@ def printable(text: str) -> str:
     if _UNSAFE.search(text) is None:
         return text
     return _UNSAFE.sub(_escape, text)
+
+
+def cell_width(text: str) -> int:
+    """How many terminal columns `text` takes: East Asian wide and fullwidth characters (CJK,
+    most emoji) take two, combining marks, format characters (ZWJ, variation selectors) and
+    other zero-width ones none. The same figures as `rich.cells.cell_len` for such text, without
+    importing rich: a listing must stay cheap to start (tests/cli/test_cli_imports.py)."""
+    if text.isascii():
+        return len(text)
+    width, joined = 0, False
+    for ch in text:
+        if joined:  # what a zero-width joiner glues on (👩‍💻) shares its cells with what came before
+            joined = False
+            continue
+        if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf") or ch == "\u200b":
+            joined = ch == "\u200d"
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
+
+
+def pad(text: str, width: int) -> str:
+    """`text` followed by spaces up to `width` display columns (never cut)."""
+    return text + " " * max(0, width - cell_width(text))
 
 
 def say(text: str = "") -> None:

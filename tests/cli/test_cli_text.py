@@ -91,3 +91,45 @@ def test_hostile_names_and_text_are_escaped_in_human_output(ktui):
     assert {i["name"] for i in listing["items"]} >= {name}
     hits = json.loads(ktui("search", "Safe", "hummingbirds hover wings", "--json").stdout)
     assert any(r["text"].startswith(note[:20]) for r in hits["results"])
+
+
+# --- tables line up by display width, not by character count -----------------
+
+WIDE_NAMES = ["plain.md", "日本語.md", "🍎 notes.md", "📁 Notes", "Cafe\u0301 re\u0301sume\u0301.md", "x\u200dy", "e\u0301\u0301", "\U0001f469\u200d\U0001f4bb dev.md"]
+
+
+def _column_starts(line: str, cells: list[str]) -> list[int]:
+    """The display column at which each of `cells` starts in `line` (cells found in order)."""
+    from rich.cells import cell_len
+
+    starts, at = [], 0
+    for cell in cells:
+        at = line.index(cell, at)
+        starts.append(cell_len(line[:at]))
+        at += len(cell)
+    return starts
+
+
+def test_table_columns_start_at_the_same_display_column():
+    import io
+
+    from ktui.tui.cli_render import table
+
+    rows = [[f"id{i}", name, f"ready {i}", str(i)] for i, name in enumerate(WIDE_NAMES)]
+    out = io.StringIO()
+    table(rows, ["ID", "NAME", "STATUS", "ITEMS"], out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(rows) + 1
+    starts = {tuple(_column_starts(line, cells)) for line, cells in zip(lines, [["ID", "NAME", "STATUS", "ITEMS"], *rows], strict=True)}
+    assert len(starts) == 1, lines
+    for line, row in zip(lines[1:], rows, strict=True):
+        assert row[1] in line  # names are printed literally
+
+
+def test_cell_width_agrees_with_rich():
+    from rich.cells import cell_len
+
+    from ktui.tui.cli_text import cell_width
+
+    for text in [*WIDE_NAMES, "", "ascii only", "한국어", "ｆｕｌｌ", "\u0301start"]:
+        assert cell_width(text) == cell_len(text), text
