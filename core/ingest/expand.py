@@ -19,6 +19,7 @@ The walk is what a user expects from "index this folder":
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -74,7 +75,9 @@ class SkipReport:
     Reasons: `unsupported type`, `ignore rule` (.gitignore, `ingest.exclude`,
     `ingest.include`), `hidden` (a dot name), `skipped folder` (node_modules, .git,
     virtual environments…), `image (OCR off)`, `unreadable` (a file or subfolder that
-    cannot be listed or stat'ed), `too deep or a loop`.
+    cannot be listed or stat'ed), `symlink loop` (a link to itself, or links that point at
+    each other: ELOOP), `too deep or a loop` (a folder already walked, e.g. linked back to
+    a parent).
     """
 
     counts: dict[str, int] = field(default_factory=dict)
@@ -166,8 +169,8 @@ class _Walker:
             try:
                 is_dir = entry.is_dir()  # follows symlinks
                 is_file = not is_dir and entry.is_file()
-            except OSError:
-                self.skipped.add("unreadable", child_rel)
+            except OSError as exc:  # ELOOP: a link to itself, or links pointing at each other
+                self.skipped.add("symlink loop" if exc.errno == errno.ELOOP else "unreadable", child_rel)
                 continue
             if is_dir:
                 if name in DEFAULT_SKIPPED_DIRS or self._is_environment(entry.path):

@@ -102,6 +102,22 @@ async def test_symlink_loops_end_and_linked_trees_are_listed_once(tmp_path: Path
     assert files == ["alias.md", "other/x.md", "real/doc.md"]
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+async def test_self_and_two_link_symlink_loops_are_reported_as_symlink_loops(tmp_path: Path) -> None:
+    from ktui.tui.skip_summary import skipped_summary
+
+    touch(tmp_path, "loop/doc.md")
+    os.symlink("self", tmp_path / "loop" / "self")  # loop/self -> itself (ELOOP)
+    os.symlink("b", tmp_path / "loop" / "a")  # loop/a -> loop/b -> loop/a
+    os.symlink("a", tmp_path / "loop" / "b")
+    listing = await expand_directory(str(tmp_path), SETTINGS)
+    assert rel_files(listing, tmp_path) == ["loop/doc.md"]
+    skipped = listing.skipped
+    assert skipped.counts == {"symlink loop": 3}, skipped.counts
+    assert skipped.examples["symlink loop"] == ["loop/a", "loop/b", "loop/self"]
+    assert skipped_summary(skipped.as_dict()) == "3 symlink loop (loop/a, loop/b, loop/self)"
+
+
 async def test_errors(tmp_path: Path) -> None:
     with pytest.raises(IngestError, match=r"Directory not found: .*missing"):
         await expand_directory(str(tmp_path / "missing"), SETTINGS)
