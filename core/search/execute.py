@@ -34,7 +34,13 @@ from ktui.core.models import (
 )
 
 from .fusion import CANDIDATE_POOL, DEFAULT_FUSION, FusionMethod, fuse
-from .relevance import consistent_with_rank, cosine_relevance, keyword_relevance, rerank_relevance
+from .relevance import (
+    consistent_with_rank,
+    cosine_relevance,
+    hybrid_relevance,
+    keyword_relevance,
+    rerank_relevance,
+)
 
 if TYPE_CHECKING:
     from ktui.core.store import BaseStore
@@ -137,6 +143,6 @@ def _side_relevance(
         return lambda record, score: cosine_relevance(score)
     if mode == SearchMode.BM25:
         return lambda record, score: keyword_relevance(query, record.text)
-    return lambda record, score: (
-        alpha * cosine_relevance(cosines.get(record.id, 0.0)) + (1 - alpha) * keyword_relevance(query, record.text)
+    return lambda record, score: hybrid_relevance(
+        alpha, cosine_relevance(cosines.get(record.id, 0.0)), keyword_relevance(query, record.text)
     )

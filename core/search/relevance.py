@@ -29,6 +29,12 @@ import math
 
 from .keyword import index_text, query_terms, variants, word_tokens
 
+DIGITS = 4  # every relevance is shown to 4 decimals (0.8713), whatever the mode and the front end
+
+
+def _shown(x: float) -> float:
+    return round(x, DIGITS)
+
 
 def _clip(x: float) -> float:
     if not math.isfinite(x):
@@ -37,7 +43,7 @@ def _clip(x: float) -> float:
 
 
 def cosine_relevance(cosine: float) -> float:
-    return round(_clip(cosine), 4)
+    return _shown(_clip(cosine))
 
 
 def keyword_relevance(query: str, text: str) -> float:
@@ -56,15 +62,20 @@ def keyword_relevance(query: str, text: str) -> float:
             )
         else:
             hits += (" " + " ".join(term) + " ") in joined
-    return round(hits / len(terms), 4)
+    return _shown(hits / len(terms))
 
 
 def rerank_relevance(score: float) -> float:
     if not math.isfinite(score):
         return 0.0
     if 0.0 <= score <= 1.0:
-        return round(score, 4)
-    return round(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, score)))), 4)
+        return _shown(score)
+    return _shown(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, score)))))
+
+
+def hybrid_relevance(alpha: float, vector: float, keyword: float) -> float:
+    """``alpha * vector + (1 - alpha) * keyword``, rounded as the sides are (their sum is not)."""
+    return _shown(alpha * vector + (1 - alpha) * keyword)
 
 
 def consistent_with_rank(relevances: list[float]) -> list[float]:

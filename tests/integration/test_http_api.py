@@ -150,6 +150,30 @@ def _facade_view(ws: Workspace, base_id: str, query: str) -> dict:
     return asyncio.run(run())
 
 
+def test_search_relevance_has_four_decimals_in_every_mode(api):
+    """Hybrid relevance is alpha*vector + (1-alpha)*keyword: the sum of two rounded figures is
+    not one (0.9254199999999999); both search endpoints show it rounded like the other modes."""
+    base = api.post("/knowledge-bases", json={"name": "Rounding", "search_mode": "hybrid", "hybrid_alpha": 0.7})
+    assert base.status_code == 201, base.text
+    bid = base.json()["id"]
+    notes = ["Sea otters hold hands while they sleep.", "Otters eat sea urchins and crabs.",
+             "River otters sleep in dens.", "Badgers dig setts; otters swim.", "Hands of otters are webbed."]
+    added = api.post(f"/knowledge-bases/{bid}/items", json={"items": [
+        {"type": "note", "data": {"content": text}} for text in notes]}).json()["items"]
+    assert all(wait_completed(api, i["id"])["status"] == "completed" for i in added)
+    try:
+        for query in ("sea otters sleep hands", "otters crabs dens webbed", "sleep"):
+            for mode in ("hybrid", "default", "bm25"):
+                one = api.post(f"/knowledge-bases/{bid}/search", json={"query": query, "mode": mode, "top_k": 5})
+                many = api.post("/search", json={"query": query, "bases": [bid], "mode": mode, "top_k": 5})
+                for response in (one, many):
+                    assert response.status_code == 200, response.text
+                    relevances = [r["relevance"] for r in response.json()["results"]]
+                    assert relevances and relevances == [round(x, 4) for x in relevances], (mode, query, relevances)
+    finally:
+        api.delete(f"/knowledge-bases/{bid}")
+
+
 def test_bad_input_is_4xx_naming_the_field(api):
     bid = api.post("/knowledge-bases", json={"name": "Bad input"}).json()["id"]
     cases = [
