@@ -8,6 +8,7 @@ descendants → interrupt all and wait → delete leaf vectors → delete root r
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -37,6 +38,37 @@ from ktui.core.runtime.service import describe_error
 
 log = logging.getLogger(__name__)
 
+_PATH_TYPES = (ItemType.FILE, ItemType.DIRECTORY)
+
+
+def _inside(path: str, folder: str) -> bool:
+    """`path` is `folder` or below it (both normalised absolute paths)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+class _PathOverlaps:
+    """Files and folders that would be read twice: a path inside a folder, a folder
+    holding a path. Cost per input: the folders (few), plus every path only for an
+    input that is itself a folder, so adding 10,000 files stays linear."""
+
+    def __init__(self) -> None:
+        self.folders: dict[str, str] = {}  # path -> how to name it in an error
+        self.paths: dict[str, str] = {}
+
+    def add(self, kind: ItemType, path: str, name: str) -> None:
+        self.paths[path] = name
+        if kind == ItemType.DIRECTORY:
+            self.folders[path] = name
+
+    def clash(self, kind: ItemType, path: str) -> str | None:
+        for folder, name in self.folders.items():
+            if _inside(path, folder):
+                return f"inside the folder {name}"
+        if kind == ItemType.DIRECTORY:
+            for other, name in self.paths.items():
+                if _inside(other, path):
+                    return f"a folder holding {name}"
+        return None
 
 
 class ItemWorkflow(WorkflowParts):
@@ -50,21 +82,31 @@ class ItemWorkflow(WorkflowParts):
     async def _refuse_duplicates(self, base: KnowledgeBase, valid: Sequence[ValidItem]) -> None:
         """The same file, folder, page or sitemap twice in one base would be indexed twice
         and answer every search twice; reindex is the way to read it again. Notes may
-        repeat (two notes can say the same thing on purpose)."""
+        repeat (two notes can say the same thing on purpose). The same holds for a file
+        or folder inside a folder of the base, and for a folder holding one: its files
+        would be read twice (found trying the CLI on a real folder)."""
         existing = {source_key(i.type, i.data): i for i in await self.items.list_all(base.id, roots_only=True)}
+        held, given = _PathOverlaps(), _PathOverlaps()
+        for key in existing:
+            if key is not None and key[0] in _PATH_TYPES:
+                held.add(key[0], key[1], f"{key[1]}, already in this base")
         errors: dict[str, str] = {}
         seen: dict[tuple[ItemType, str], int] = {}
         for n, item in enumerate(valid):
             key = source_key(item.type, item.data)
             if key is None:
                 continue
-            field = f"items[{n}].data.{'path' if item.type in (ItemType.FILE, ItemType.DIRECTORY) else 'url'}"
+            field = f"items[{n}].data.{'path' if item.type in _PATH_TYPES else 'url'}"
             if key in existing:
                 errors[field] = f"already in this base: {key[1]} (reindex it to read it again)"
             elif key in seen:
                 errors[field] = f"given twice (also items[{seen[key]}]): {key[1]}"
+            elif item.type in _PATH_TYPES and (why := held.clash(*key) or given.clash(*key)):
+                errors[field] = f"its files would be read twice: {key[1]} is {why}"
             else:
                 seen[key] = n
+                if item.type in _PATH_TYPES:
+                    given.add(key[0], key[1], f"items[{n}]")
         if errors:
             raise ValidationError(errors)
 

@@ -626,3 +626,33 @@ async def test_the_same_source_is_not_added_twice_to_one_base(tmp_path, server, 
         await ks.add_items(base.id, [ItemInput("note", {"content": "same"}), ItemInput("note", {"content": "same"})])
         assert len((await ks.list_items(base.id)).items) == 3
         await ks.wait_idle(timeout=20)
+
+
+async def test_a_path_inside_a_folder_of_the_base_is_not_read_twice(tmp_path, server, corpus):
+    """Found trying the CLI on a real folder: a file of an added folder, added again, came
+    back twice in every search. A path inside a folder of the base, a folder holding a
+    path of the base, and both in one call are refused, each naming the other."""
+    guide = corpus / "guide"
+    (corpus / "guide-extra").mkdir()
+    (corpus / "guide-extra" / "x.md").write_text("# Extra\n\nbeside the guide, not inside it\n")
+    async with open_service(tmp_path / "data", server.url) as ks:
+        base = await ks.create_base("Folders")
+        await ks.add_items(base.id, [ItemInput("directory", {"path": str(guide)})])
+        inner = next(p for p in guide.rglob("*") if p.is_file())
+        with pytest.raises(ValidationError, match="inside the folder") as info:
+            await ks.add_items(base.id, [ItemInput("file", {"path": str(inner)})])
+        assert str(guide) in info.value.errors["items[0].data.path"]
+        with pytest.raises(ValidationError, match="a folder holding"):
+            await ks.add_items(base.id, [ItemInput("directory", {"path": str(corpus)})])
+        # a sibling whose name starts like the folder's is not inside it
+        await ks.add_items(base.id, [ItemInput("directory", {"path": str(corpus / "guide-extra")})])
+        other = await ks.create_base("One call")
+        with pytest.raises(ValidationError, match=r"inside the folder items\[0\]") as info:
+            await ks.add_items(other.id, [ItemInput("directory", {"path": str(corpus)}),
+                                          ItemInput("file", {"path": str(corpus / "notes.txt")})])
+        assert info.value.errors.keys() == {"items[1].data.path"}
+        assert (await ks.list_items(other.id)).items == []  # nothing of a refused call was added
+        await ks.add_items(other.id, [ItemInput("file", {"path": str(corpus / "notes.txt")})])
+        with pytest.raises(ValidationError, match="a folder holding"):
+            await ks.add_items(other.id, [ItemInput("directory", {"path": str(corpus)})])
+        assert await ks.wait_idle(timeout=30)
