@@ -103,8 +103,33 @@ async def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
         sub = ks.subscribe()
         created: list[KnowledgeItem] = []
         for start in range(0, len(inputs), BATCH):
-            created.extend(await ks.add_items(base.id, inputs[start : start + BATCH]))
+            batch = inputs[start : start + BATCH]
+            try:
+                created.extend(await ks.add_items(base.id, batch))
+            except ValidationError as exc:
+                raise _named_by_argument(exc, batch) from None
         return await _report_queued(ks, sub, base, created, args, "added")
+
+
+def _argument(item: ItemInput, n: int) -> str:
+    """How the user gave item `n` on the command line."""
+    data = item.data if isinstance(item.data, dict) else {}
+    return str(data.get("path") or data.get("url") or f"--note #{n + 1}")
+
+
+def _named_by_argument(exc: ValidationError, batch: Sequence[ItemInput]) -> ValidationError:
+    """The facade names inputs by position (`items[0].data.path`); a person typed paths
+    and URLs, so the error names those instead."""
+
+    def named(text: str) -> str:
+        for n in range(len(batch) - 1, -1, -1):  # items[10] before items[1]
+            for form in (f"items[{n}].data.path", f"items[{n}].data.url", f"items[{n}].data.content", f"items[{n}]"):
+                text = text.replace(form, _argument(batch[n], n))
+        return text
+
+    errors = {named(field): named(message) for field, message in exc.errors.items()}
+    said = [message if field in message else f"{field}: {message}" for field, message in errors.items()]
+    return ValidationError(errors, "; ".join(said))
 
 
 def _tree_order(items: list[KnowledgeItem]) -> tuple[list[KnowledgeItem], dict[str, int]]:

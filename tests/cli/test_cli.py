@@ -634,3 +634,14 @@ def test_a_folder_walk_says_what_it_skipped_and_why(ktui):
     assert data["total"] == 3 and data["counts"]["unsupported type"] == 1
     waited = json.loads(ktui("reindex", "Mixed", "--all", "--wait", "--json").stdout)["wait"]
     assert waited["skipped"][0]["counts"] == {"ignore rule": 1, "skipped folder": 1, "unsupported type": 1}
+
+
+def test_add_errors_name_the_paths_given_not_the_facades_fields(ktui, tmp_path):
+    make_docs(tmp_path)
+    ktui("base", "create", "Docs")
+    ktui("add", "Docs", str(tmp_path / "docs"))
+    inner = tmp_path / "docs" / "otters.md"
+    err = ktui("add", "Docs", str(inner), rc=1).stderr
+    assert "items[" not in err and f"{inner} is inside the folder {tmp_path / 'docs'}" in err
+    err = ktui("add", "Docs", str(tmp_path / "docs"), "--note", "fine", rc=1).stderr
+    assert "items[" not in err and "already in this base" in err
