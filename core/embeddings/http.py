@@ -17,12 +17,19 @@ import random
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
 import numpy as np
 
 from ktui.core.config import ProviderConfig
 from ktui.core.embeddings.pacing import ProviderPacing
+from ktui.core.embeddings.transport import (
+    LocalClient,
+    TransportConnectError,
+    TransportDropped,
+    TransportError,
+    TransportTimeout,
+)
 from ktui.core.errors import (
     EmbeddingShapeError,
     ModelNotFoundError,
@@ -76,7 +83,7 @@ def _excerpt(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def error_detail(resp: httpx.Response) -> str:
+def error_detail(resp: Any) -> str:
     """The server's own error message, if it sent one (`{"error": ...}` or text)."""
     try:
         body = resp.json()
@@ -100,7 +107,7 @@ class ProviderHttp:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         self.retry_base_delay = default_retry_base_delay() if retry_base_delay is None else retry_base_delay
-        self._client: httpx.AsyncClient | None = None
+        self._client: Any = None  # a LocalClient, or an httpx.AsyncClient
         self.pacing = ProviderPacing(config.name, config.concurrency)
 
     @property
@@ -119,26 +126,50 @@ class ProviderHttp:
             return f"fix the {self.config.origin} environment variable"
         return f"fix providers.{self.config.name}.base_url in the settings file"
 
-    def _get_client(self) -> httpx.AsyncClient:
+    def _get_client(self) -> Any:
         if self._client is None:
             headers = {"Accept": "application/json"}
             key = self.config.api_key
             if key:
                 headers["Authorization"] = f"Bearer {key}"
-            timeout = httpx.Timeout(self.config.timeout, connect=min(10.0, self.config.timeout))
-            limits = httpx.Limits(max_connections=max(2, self.config.concurrency * 2))
-            # Proxies from the environment apply to remote servers, never to a loopback one
-            # (a local Ollama behind a forgotten HTTP_PROXY is a classic "connection refused").
-            parsed = httpx.URL(self.base_url)
-            host = (parsed.host or "").lower()
+            connect = min(10.0, self.config.timeout)
+            connections = max(2, self.config.concurrency * 2)
+            parsed = urlsplit(self.base_url)
+            host = (parsed.hostname or "").lower()
             loopback = host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
-            # Plain HTTP to this machine (no proxy, no redirects followed) never makes a TLS
-            # connection, so the CA bundle is not loaded: that alone is ~40-60 ms of every
-            # `ktui search`. Anything else verifies certificates as usual.
-            plain_local = loopback and parsed.scheme == "http"
-            self._client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits,
-                                             trust_env=not loopback, verify=not plain_local)
+            if loopback and parsed.scheme == "http" and not parsed.username:
+                # plain HTTP to this machine: our own small client, without httpx's import
+                # and set-up (see transport.py); no proxy applies to loopback anyway
+                self._client = LocalClient(host, parsed.port or 80, headers=headers, timeout=self.config.timeout,
+                                           connect_timeout=connect, max_connections=connections)
+            else:
+                import httpx
+
+                # Proxies from the environment apply to remote servers, never to a loopback one
+                # (a local Ollama behind a forgotten HTTP_PROXY is a classic "connection refused").
+                self._client = httpx.AsyncClient(headers=headers,
+                                                 timeout=httpx.Timeout(self.config.timeout, connect=connect),
+                                                 limits=httpx.Limits(max_connections=connections),
+                                                 trust_env=not loopback)
         return self._client
+
+    async def _send(self, method: str, url: str, payload: Any) -> Any:
+        """One HTTP exchange on this provider's transport; failures as `Transport*` errors."""
+        client = self._get_client()
+        if isinstance(client, LocalClient):
+            return await client.request(method, url, json=payload)
+        import httpx
+
+        try:
+            return await client.request(method, url, json=payload)
+        except httpx.ConnectError as exc:
+            raise TransportConnectError(str(exc)) from None
+        except httpx.TimeoutException:
+            raise TransportTimeout() from None
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise TransportDropped(str(exc) or type(exc).__name__) from None
+        except httpx.HTTPError as exc:
+            raise TransportError(str(exc)) from None
 
     async def send_paced(self, texts: list[str], send: Callable[[list[str]], Awaitable[np.ndarray]]) -> np.ndarray:
         """Embed `texts` with `send(part)` in requests the provider can take right now.
@@ -191,22 +222,22 @@ class ProviderHttp:
             await pacing.acquire()
             try:
                 try:
-                    resp = await self._get_client().request(method, url, json=payload)
+                    resp = await self._send(method, url, payload)
                 finally:
                     pacing.release()
-            except httpx.ConnectError as exc:
+            except TransportConnectError as exc:
                 raise ProviderUnavailableError(
                     f"Cannot reach the {self.label} at {self.shown_url} ({_excerpt(str(exc)) or 'connection refused'}). "
                     f"Start the server, or {self._fix_url}."
                 ) from None
-            except httpx.TimeoutException:
+            except TransportTimeout:
                 last, last_status = f"timed out after {self.config.timeout:g}s", None
                 pacing.overloaded(texts)
                 if texts > 1:
                     raise _Overloaded from None
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            except TransportDropped as exc:
                 last, last_status = f"connection dropped ({_excerpt(str(exc)) or type(exc).__name__})", None
-            except httpx.HTTPError as exc:
+            except TransportError as exc:
                 raise ProviderError(f"The {self.label} request to {url} failed: {_excerpt(str(exc))}") from None
             else:
                 if resp.status_code < 300:
@@ -296,7 +327,7 @@ def redact_secrets(text: str) -> str:
     return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
 
 
-def _retry_after(resp: httpx.Response) -> float | None:
+def _retry_after(resp: Any) -> float | None:
     raw = resp.headers.get("retry-after")
     if not raw:
         return None

@@ -51,6 +51,7 @@ def test_search_and_list_import_no_parser_and_no_unused_provider(tmp_path, serve
 
     searched = imported(ktui, "search", "Notes", "sea otters")
     assert not searched & (INGEST | UNUSED | NEEDLESS), searched & (INGEST | UNUSED | NEEDLESS)
-    assert "httpx" in searched  # the base's model is served over HTTP
+    # the base's model is served over plain HTTP on 127.0.0.1: the standard library's http.client, not httpx
+    assert "httpx" not in searched and "anyio" not in searched, searched & {"httpx", "anyio"}
     listed = imported(ktui, "base", "list")
     assert not listed & (INGEST | UNUSED | NEEDLESS | {"httpx"}), listed & (INGEST | UNUSED | NEEDLESS | {"httpx"})
