@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -21,6 +22,18 @@ def dump_metadata(metadata: Any) -> str:
     if metadata is None:
         return "{}"
     return json.dumps(dict(metadata), ensure_ascii=False, default=str)
+
+
+def new_chunk_rows(item_id: str, chunks: Sequence[Any]) -> list[tuple[str, int, str, str]]:
+    """(new chunk id, index, text, metadata JSON) of each chunk an item is written with,
+    refusing a chunk without text: the step every store backend's write starts with."""
+    rows: list[tuple[str, int, str, str]] = []
+    for index, chunk in enumerate(chunks):
+        text = getattr(chunk, "text", None)
+        if not isinstance(text, str):
+            raise TypeError(f"chunk {index} of item {item_id} has no text")
+        rows.append((uuid.uuid4().hex, index, text, dump_metadata(getattr(chunk, "metadata", None))))
+    return rows
 
 
 def record(row: Sequence[Any]) -> ChunkRecord:

@@ -8,8 +8,8 @@ they were.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from ktui.core.models import Chunk, ChunkRecord
 from ktui.core.search.keyword import index_text
 from ktui.core.storage_faults import rollback_quietly
 
-from .rows import batches, dump_metadata, id_list, record
+from .rows import batches, id_list, new_chunk_rows, record
 from .sidecar import MatrixSidecar
 
 
@@ -40,32 +40,17 @@ class ChunkWrites(MatrixSidecar):
         """Replace the chunks of several items in ONE transaction (a group commit: the
         runtime writes every item that finished embedding while the previous write
         ran). Returns each item's new chunk ids; on any failure nothing changes."""
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         ids: list[list[str]] = []
         arrays: list[np.ndarray] = []
         for item_id, chunks, vectors in entries:
             chunks = list(chunks)
             arr = self._check_vectors(vectors, len(chunks), what=f"vectors for item {item_id}")
             arrays.append(arr)
-            item_ids: list[str] = []
-            for index, chunk in enumerate(chunks):
-                text = getattr(chunk, "text", None)
-                if not isinstance(text, str):
-                    raise TypeError(f"chunk {index} of item {item_id} has no text")
-                chunk_id = uuid.uuid4().hex
-                item_ids.append(chunk_id)
-                rows.append(
-                    (
-                        chunk_id,
-                        item_id,
-                        index,
-                        text,
-                        dump_metadata(getattr(chunk, "metadata", None)),
-                        arr[index].tobytes(),
-                        index_text(text),
-                    )
-                )
-            ids.append(item_ids)
+            new = new_chunk_rows(item_id, chunks)
+            rows.extend((chunk_id, item_id, index, text, metadata, arr[index].tobytes(), index_text(text))
+                        for chunk_id, index, text, metadata in new)
+            ids.append([r[0] for r in new])
         if not entries:
             return ids
         item_list = [e[0] for e in entries]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from ktui.core.models import Chunk, ChunkRecord
 
 from ..connection import check_vectors
 from ..hybrid import HybridSearch
-from ..rows import dump_metadata, id_list, record
+from ..rows import id_list, new_chunk_rows, record
 from ..vector_search import normalise
 from .connection import Connections, scrub
 from .schema import HNSW_MAX_DIMENSIONS, REGISTRY, hnsw_index_name
@@ -207,18 +206,12 @@ class PgBaseStore(HybridSearch):
         for item_id, chunks, vectors in entries:
             chunks = list(chunks)
             arr = normalise(check_vectors(vectors, len(chunks), self.dimensions, what=f"vectors for item {item_id}"))
-            item_ids: list[str] = []
-            for index, chunk in enumerate(chunks):
-                text = getattr(chunk, "text", None)
-                if not isinstance(text, str):
-                    raise TypeError(f"chunk {index} of item {item_id} has no text")
-                chunk_id = uuid.uuid4().hex
-                item_ids.append(chunk_id)
+            new = new_chunk_rows(item_id, chunks)
+            for chunk_id, index, text, metadata in new:
                 stored = text.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
-                metadata = dump_metadata(getattr(chunk, "metadata", None))
                 fts, length = indexed(stored)
                 rows.append((chunk_id, item_id, index, stored, metadata, arr[index], fts, length))
-            ids.append(item_ids)
+            ids.append([r[0] for r in new])
         if not entries:
             return ids
         items = [e[0] for e in entries]
