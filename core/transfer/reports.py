@@ -5,29 +5,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ktui.core.models import (
-    ItemType,
-)
+from ktui.core.data.base_validation import BASE_PATCHABLE
+from ktui.core.models import ItemType
 
 EXPORT_FORMAT = "ktui-export"
 EXPORT_VERSION = 1
 LEGACY_MAX_VERSION = 5
 LEGACY_PERSIST_KEY = "persist:cherry-studio"
 
-# Settings copied between a base and a document, in document order.
-CONFIG_KEYS = (
-    "emoji",
-    "rerank_model_id",
-    "chunk_size",
-    "chunk_overlap",
-    "threshold",
-    "document_count",
-    "search_mode",
-    "hybrid_alpha",
-    "ocr_enabled",
-    "ocr_languages",
-    "ocr_max_pages",
-)
+# Settings copied between a base and a document, in document order: every setting a
+# base can be patched with, but its name and group (a document carries those apart),
+# so a new base setting travels in exports without a second list to remember.
+CONFIG_KEYS = tuple(key for key in BASE_PATCHABLE if key not in ("name", "group_id"))
 LEGACY_SKIPPED_TYPES = ("memory", "video")
 
 
