@@ -4,6 +4,7 @@ what a search finds in them."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,25 +108,29 @@ async def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
             try:
                 created.extend(await ks.add_items(base.id, batch))
             except ValidationError as exc:
-                raise _named_by_argument(exc, batch) from None
+                raise _named_by_argument(exc, batch, start) from None
         return await _report_queued(ks, sub, base, created, args, "added")
 
 
-def _argument(item: ItemInput, n: int) -> str:
-    """How the user gave item `n` on the command line."""
+_ITEM_REF = re.compile(r"items\[(\d+)\](?:\.data\.\w+)?")  # how the facade names an input
+
+
+def _argument(item: ItemInput, position: int) -> str:
+    """How the user gave the input at `position` (1-based, all inputs) on the command line."""
     data = item.data if isinstance(item.data, dict) else {}
-    return str(data.get("path") or data.get("url") or f"--note #{n + 1}")
+    return str(data.get("path") or data.get("url") or f"the note given as input {position}")
 
 
-def _named_by_argument(exc: ValidationError, batch: Sequence[ItemInput]) -> ValidationError:
+def _named_by_argument(exc: ValidationError, batch: Sequence[ItemInput], start: int) -> ValidationError:
     """The facade names inputs by position (`items[0].data.path`); a person typed paths
     and URLs, so the error names those instead."""
 
     def named(text: str) -> str:
-        for n in range(len(batch) - 1, -1, -1):  # items[10] before items[1]
-            for form in (f"items[{n}].data.path", f"items[{n}].data.url", f"items[{n}].data.content", f"items[{n}]"):
-                text = text.replace(form, _argument(batch[n], n))
-        return text
+        def one(match: re.Match[str]) -> str:
+            n = int(match[1])
+            return _argument(batch[n], start + n + 1) if n < len(batch) else match[0]
+
+        return _ITEM_REF.sub(one, text)
 
     errors = {named(field): named(message) for field, message in exc.errors.items()}
     said = [message if field in message else f"{field}: {message}" for field, message in errors.items()]
