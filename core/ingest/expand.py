@@ -13,12 +13,15 @@ The walk is what a user expects from "index this folder":
   folders; `settings.include` globs, when given, keep only the files they match;
 * symlinks are followed, but every real directory is visited once, so a link loop
   ends instead of recursing forever, and a linked tree is not listed twice;
-* only files a reader supports are kept, and folders left with nothing are dropped.
+* only files a reader supports are kept, and folders left with nothing are dropped;
+* empty files (0 bytes, or at most `BLANK_PROBE_BYTES` of whitespace: an empty
+  `__init__.py`, a placeholder) are skipped as `empty file`, not listed to fail.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import errno
 import os
 from collections.abc import Iterator
@@ -43,6 +46,26 @@ DEFAULT_SKIPPED_DIRS = frozenset(
 """Folder names skipped anywhere in the tree (besides every name starting with a dot)."""
 
 _MAX_DEPTH = 128
+
+BLANK_PROBE_BYTES = 64
+"""Files up to this size are read during the walk to see whether they hold only
+whitespace; larger ones are listed (a large whitespace-only file fails on its own)."""
+
+
+def _is_blank(entry: os.DirEntry[str]) -> bool:
+    """Empty (0 bytes) or a few bytes of whitespace (a UTF-8 byte-order mark allowed).
+    Anything that cannot be stat'ed or read is not blank: its read will say why."""
+    try:
+        size = entry.stat().st_size  # follows symlinks
+        if size == 0:
+            return True
+        if size > BLANK_PROBE_BYTES:
+            return False
+        with open(entry.path, "rb") as handle:
+            head = handle.read(BLANK_PROBE_BYTES + 1)
+    except OSError:
+        return False
+    return len(head) <= BLANK_PROBE_BYTES and not head.removeprefix(codecs.BOM_UTF8).strip()
 
 
 @dataclass
@@ -74,7 +97,8 @@ class SkipReport:
 
     Reasons: `unsupported type`, `ignore rule` (.gitignore, `ingest.exclude`,
     `ingest.include`), `hidden` (a dot name), `skipped folder` (node_modules, .git,
-    virtual environments…), `image (OCR off)`, `unreadable` (a file or subfolder that
+    virtual environments…), `image (OCR off)`, `empty file` (0 bytes or only whitespace,
+    see `BLANK_PROBE_BYTES`), `unreadable` (a file or subfolder that
     cannot be listed or stat'ed), `symlink loop` (a link to itself, or links that point at
     each other: ELOOP), `too deep or a loop` (a folder already walked, e.g. linked back to
     a parent).
@@ -194,6 +218,9 @@ class _Walker:
                     continue
                 if not self.images and is_image_file(name):
                     self.skipped.add("image (OCR off)", child_rel)
+                    continue
+                if _is_blank(entry):
+                    self.skipped.add("empty file", child_rel)
                     continue
                 listing.files.append(entry.path)
             else:

@@ -636,6 +636,33 @@ def test_a_folder_walk_says_what_it_skipped_and_why(ktui):
     assert waited["skipped"][0]["counts"] == {"ignore rule": 1, "skipped folder": 1, "unsupported type": 1}
 
 
+def test_empty_files_in_a_folder_are_skipped_and_one_added_alone_fails_naming_it(ktui):
+    folder = ktui.work / "project"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "pkg" / "__init__.py").write_bytes(b"")
+    (folder / "pkg" / "core.py").write_text("def kite():\n    return 'flies'\n", encoding="utf-8")
+    (folder / "README.md").write_text("# Project\nKites fly in spring.\n", encoding="utf-8")
+    (folder / "TODO.md").write_text("\n\n", encoding="utf-8")
+    ktui("base", "create", "Code")
+    added = ktui("add", "Code", str(folder), "--wait")  # rc 0: nothing failed
+    line = next(line for line in added.stderr.splitlines() if line.startswith("skipped in "))
+    assert line == "skipped in project: 2 empty file (TODO.md, pkg/__init__.py)", line
+    shown = ktui.json("item", "Code", "project")
+    assert shown["status"] == "completed" and shown["data"]["skipped"]["counts"] == {"empty file": 2}
+    listed = ktui.json("items", "Code", "--all")["items"]
+    assert sorted(i["name"] for i in listed if i["type"] == "file") == ["README.md", "core.py"]
+    assert {i["status"] for i in listed} == {"completed"}
+    hits = ktui.json("search", "Code", "kites", "--mode", "bm25")["results"]
+    assert hits and hits[0]["source"].endswith("README.md")
+    # a single empty file, given by name: a failure that names it
+    (ktui.work / "empty.md").write_bytes(b"")
+    (ktui.work / "blank.txt").write_text("  \n", encoding="utf-8")
+    failed = ktui("add", "Code", "empty.md", "--wait", rc=1)
+    assert "File is empty" in failed.stderr and "empty.md" in failed.stderr, failed.stderr
+    blank = ktui("add", "Code", "blank.txt", "--wait", rc=1)
+    assert "no text content" in blank.stderr and "blank.txt" in blank.stderr, blank.stderr
+
+
 def test_add_errors_name_the_paths_given_not_the_facades_fields(ktui, tmp_path):
     make_docs(tmp_path)
     ktui("base", "create", "Docs")
