@@ -45,6 +45,62 @@ async def test_html_page_through_trafilatura(site) -> None:
     assert all(c.metadata["title"] == "Guide" for c in chunks)
 
 
+SHORT_PAGES = {
+    # semantic markup: a site header with logo and menu, a footer menu, a short article
+    "/semantic": """<!doctype html><html><head><title>Sea otters</title></head><body>
+<a class="skip-link" href="#main">Skip to content</a>
+<header class="site-header"><a href="/" class="logo">Wildlife notes</a>
+  <nav><ul><li><a href="/">Home</a></li><li><a href="/mammals">Mammals</a></li><li><a href="/about">About us</a></li>
+  </ul></nav></header>
+<main id="main"><h1>Sea otters</h1><p>Sea otters hold hands while they sleep.</p></main>
+<footer><nav><a href="/privacy">Privacy policy</a> | <a href="/terms">Terms of use</a></nav>
+<p>Copyright 2026 Wildlife notes</p></footer></body></html>""",
+    # the same page built of divs: menus named by class and id, breadcrumbs
+    "/divs": """<!doctype html><html><head><title>Sea otters</title></head><body>
+<div id="header"><a href="/">Wildlife notes</a><ul class="main-menu"><li><a href="/">Home</a></li>
+  <li><a href="/mammals">Mammals</a></li><li><a href="/about">About us</a></li></ul></div>
+<div class="breadcrumbs"><a href="/">Home</a> / <a href="/mammals">Mammals</a> / Sea otters</div>
+<div id="content"><h1>Sea otters</h1><p>Sea otters hold hands while they sleep.</p></div>
+<div id="footer"><a href="/privacy">Privacy policy</a> <a href="/terms">Terms of use</a></div></body></html>""",
+}
+MENU_WORDS = ("Skip to content", "Wildlife notes", "Home", "Mammals", "About us", "Privacy", "Terms", "Copyright")
+
+
+@pytest.mark.parametrize("path", sorted(SHORT_PAGES))
+async def test_navigation_and_site_menus_are_not_indexed(site, path) -> None:
+    """On a short page trafilatura falls back to all the text it sees: the site's menus
+    used to open the first chunk. They are removed before extraction."""
+    site.table[path] = Response(200, SHORT_PAGES[path], {"Content-Type": "text/html; charset=utf-8"})
+    async with Fetcher(settings()) as fetcher:
+        docs = await read_url(site.url + path, fetcher)
+    chunks = chunk_documents(docs, chunk_size=256, chunk_overlap=32, item_id="u", item_type="url",
+                             source=site.url + path)
+    first = chunks[0].text
+    assert "Sea otters hold hands while they sleep." in first, first
+    assert not [w for w in MENU_WORDS if w in docs[0].text], docs[0].text
+    assert docs[0].text.lstrip("# ").startswith("Sea otters"), docs[0].text
+
+
+async def test_a_page_of_nothing_but_navigation_keeps_its_links_text(site) -> None:
+    site.table["/index"] = Response(200, """<html><body><nav><ul><li><a href="/a">Alpha reports</a></li>
+<li><a href="/b">Beta reports</a></li></ul></nav></body></html>""", {"Content-Type": "text/html"})
+    async with Fetcher(settings()) as fetcher:
+        docs = await read_url(site.url + "/index", fetcher)
+    assert "Alpha reports" in docs[0].text and "Beta reports" in docs[0].text
+
+
+async def test_an_articles_own_header_and_a_title_header_are_kept(site) -> None:
+    site.table["/notes"] = Response(200, """<html><body>
+<header><h1>Release notes</h1><p>Version 2 is out.</p></header>
+<article><header><h2>Kites</h2><p>By the kite team</p></header><p>It adds box kites.</p>
+<footer>Filed under <a href="/t/kites">kites</a></footer></article>
+<footer>Contact the team</footer></body></html>""", {"Content-Type": "text/html"})
+    async with Fetcher(settings()) as fetcher:
+        text = (await read_url(site.url + "/notes", fetcher))[0].text
+    assert "Release notes" in text and "Version 2 is out." in text and "It adds box kites." in text, text
+    assert "Contact the team" not in text, text
+
+
 async def test_redirects_are_followed_and_final_url_recorded(site) -> None:
     table = {
         "/a": Response(301, "", {"Location": "/b"}),

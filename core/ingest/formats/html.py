@@ -5,6 +5,21 @@ Markdown, so web pages get heading-aware chunks. When it finds no main content
 (a tiny page, an index page) the fallback keeps all visible text instead of
 failing the item. The same block-text conversion serves EPUB chapters, where
 there is no boilerplate to remove.
+
+Before either runs, the page's navigation is removed (`drop_boilerplate`): on a
+short page (under 250 characters of main text) trafilatura falls back to all the
+text it sees, so the site menu used to open the first chunk. Removed:
+
+* `<nav>` and the ARIA landmarks navigation, banner, contentinfo, menu, menubar,
+  search;
+* the page's own `<footer>` (not an article's), and its `<header>` when it is
+  mostly links (a logo and a menu; a header holding the title stays);
+* elements whose class or id names navigation (`nav`, `navbar`, `breadcrumb`…),
+  and menus, headers and footers by class or id that are mostly links.
+
+An element that holds the page's `<main>`, `<article>` or `<h1>` is never
+removed. A page that is nothing but navigation (an index of links) still keeps
+its text: the fallback then reads the page as it was.
 """
 
 from __future__ import annotations
@@ -26,6 +41,45 @@ _BLOCK_TAGS = frozenset(
     ["address", "article", "aside", "blockquote", "body", "dd", "div", "dl", "dt", "figcaption", "figure", "footer", "form", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "table", "tr", "ul", "br", "h1", "h2", "h3", "h4", "h5", "h6", "title"]
 )
 _DROP_TAGS = ("script", "style", "noscript", "template", "svg", "head")
+_NAVIGATION_XPATH = (
+    "//nav | //*[@role='navigation' or @role='banner' or @role='contentinfo' or @role='menu' or @role='menubar'"
+    " or @role='search']"
+)
+_PAGE_LEVEL = "not(ancestor::article or ancestor::main)"  # the site's header/footer, not an article's
+_NAMED_XPATH = f"//*[(@class or @id) and not(self::body or self::html or self::main or self::article) and {_PAGE_LEVEL}]"
+_NAV_NAMES = frozenset({"nav", "navbar", "navigation", "navmenu", "breadcrumb", "breadcrumbs", "skip", "skiplink"})
+_MENU_NAMES = frozenset({"menu", "menubar", "header", "masthead", "topbar", "footer", "sitemap"})
+_NAME_SPLIT_RE = re.compile(r"[\s_-]+")
+_LINK_SHARE = 0.5  # an element whose words are at least this much link text is a menu
+
+
+def _names(el: lxml.html.HtmlElement) -> set[str]:
+    raw = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
+    return set(_NAME_SPLIT_RE.split(raw)) - {""}
+
+
+def _holds_content(el: lxml.html.HtmlElement) -> bool:
+    return bool(el.xpath(".//main | .//article | .//h1"))
+
+
+def _mostly_links(el: lxml.html.HtmlElement) -> bool:
+    words = len(el.text_content().split())
+    return sum(len(a.text_content().split()) for a in el.iter("a")) >= _LINK_SHARE * words
+
+
+def drop_boilerplate(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    """Remove the page's navigation in place (see the module docstring)."""
+    doomed: list[lxml.html.HtmlElement] = list(tree.xpath(_NAVIGATION_XPATH))
+    doomed += [el for el in tree.xpath(f"//footer[{_PAGE_LEVEL}]") if not _holds_content(el)]
+    doomed += [el for el in tree.xpath(f"//header[{_PAGE_LEVEL}]") if _mostly_links(el) and not _holds_content(el)]
+    for el in tree.xpath(_NAMED_XPATH):
+        names = _names(el)
+        if (names & _NAV_NAMES or (names & _MENU_NAMES and _mostly_links(el))) and not _holds_content(el):
+            doomed.append(el)
+    for el in doomed:
+        if el.getparent() is not None:  # not inside one already removed
+            el.drop_tree()  # keeps the tail text, which belongs to the parent
+    return tree
 
 
 def decode_html(data: bytes, label: str, charset: str | None = None) -> str:
@@ -75,6 +129,7 @@ def parse_html(data: bytes, source: str, label: str, charset: str | None = None,
     html = decode_html(data, label, charset)
     tree = parse_tree(html, label)
     title = html_title(tree)
+    drop_boilerplate(tree)
     text = trafilatura.extract(
         tree,
         url=url,
@@ -86,6 +141,8 @@ def parse_html(data: bytes, source: str, label: str, charset: str | None = None,
         favor_recall=True,
     )
     if not text or not text.strip():
+        text = tree_to_text(drop_boilerplate(parse_tree(html, label)))
+    if not text.strip():  # nothing but navigation: an index page keeps its links' text
         text = tree_to_text(parse_tree(html, label))
     if not text.strip():
         raise no_text_error(label)
