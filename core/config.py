@@ -37,6 +37,7 @@ from ktui.core.config_types import (
     OcrSettings,
     ProviderConfig,
     Settings,
+    StoreSettings,
     default_data_dir,
 )
 from ktui.core.errors import ConfigError
@@ -44,7 +45,7 @@ from ktui.core.errors import ConfigError
 __all__ = [
     "APP_NAME", "DEFAULT_EMBEDDING_MODEL", "DEFAULT_OLLAMA_URL", "LANGUAGE_CODE", "PROVIDER_KINDS",
     "EmbeddingSettings", "IngestSettings", "ModelOverride", "OcrSettings", "ProviderConfig", "Settings",
-    "default_config_path", "default_data_dir", "load_settings", "parse_settings",
+    "StoreSettings", "default_config_path", "default_data_dir", "load_settings", "parse_settings",
 ]
 
 
@@ -60,10 +61,12 @@ def load_settings(
     data_dir: Path | str | None = None,
     *,
     env: dict[str, str] | None = None,
+    store_url: str | None = None,
 ) -> Settings:
     """Read the settings file (if any) and apply environment overrides.
 
-    Precedence for the data directory: argument > $KTUI_HOME > file > platform default.
+    Precedence for the data directory: argument > $KTUI_HOME > file > platform default;
+    for the store URL: `store_url` (the CLI's --store) > $KTUI_STORE > `[store] url`.
     """
     env = dict(os.environ) if env is None else env
     path = Path(config_file).expanduser() if config_file else None
@@ -97,4 +100,18 @@ def load_settings(
     )
     if not data_dir and not env.get("KTUI_HOME") and raw.get("data_dir") and not resolved_dir.is_absolute():
         resolved_dir = path.parent / resolved_dir  # relative to the settings file, not to wherever ktui runs
-    return replace(settings, data_dir=resolved_dir, config_file=path if path.exists() else None)
+    store = settings.store
+    for origin, value in (("--store", store_url), ("KTUI_STORE", env.get("KTUI_STORE"))):
+        if value is not None:
+            store = replace(store, url=_store_url(value, origin), origin=origin)
+            break
+    return replace(settings, data_dir=resolved_dir, config_file=path if path.exists() else None, store=store)
+
+
+def _store_url(value: str, origin: str) -> str:
+    from ktui.core.store_url import StoreUrlError, check_store_url
+
+    try:
+        return check_store_url(value)
+    except StoreUrlError as exc:
+        raise ConfigError(str(exc), key=origin) from None

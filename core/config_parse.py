@@ -22,6 +22,7 @@ from ktui.core.config_types import (
     OcrSettings,
     ProviderConfig,
     Settings,
+    StoreSettings,
     default_data_dir,
 )
 from ktui.core.errors import ConfigError
@@ -42,6 +43,7 @@ _TOP_KEYS = {
     "keymap",
     "theme",
     "serve_token",
+    "store",
 }
 
 
@@ -115,6 +117,8 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         raise ConfigError("must be a table of model ids", file=file, key="models")
     models = {name: p.model_override(name, spec) for name, spec in models_raw.items()}
 
+    store = p.store(raw.get("store", {}))
+
     return Settings(
         data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
         default_embedding_model=model,
@@ -130,6 +134,7 @@ def parse_settings(raw: dict[str, Any], *, file: str | None = None) -> Settings:
         theme=theme,
         serve_token=serve_token,
         models=models,
+        store=store,
     )
 
 
@@ -247,6 +252,24 @@ class _Parser:
             elif kind == "languages":
                 values[key] = self.languages(table, key, prefix=prefix) if key in table else default
         return cls(**values)
+
+    def store(self, table: Any) -> StoreSettings:
+        from ktui.core.store_url import DEFAULT_SCHEMA, StoreUrlError, check_schema, check_store_url
+
+        if not isinstance(table, dict):
+            raise self.fail("store", "must be a table")
+        unknown = sorted(set(table) - {"url", "schema"})
+        if unknown:
+            raise self.fail(f"store.{unknown[0]}", "unknown setting (known: schema, url)")
+        try:
+            url = check_store_url(table["url"]) if "url" in table else None
+        except StoreUrlError as exc:
+            raise self.fail("store.url", str(exc)) from None
+        try:
+            schema = check_schema(table.get("schema", DEFAULT_SCHEMA))
+        except StoreUrlError as exc:
+            raise self.fail("store.schema", str(exc)) from None
+        return StoreSettings(url=url, schema=schema)
 
     def provider(self, name: str, spec: Any) -> ProviderConfig:
         key = f"providers.{name}"

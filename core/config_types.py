@@ -109,6 +109,34 @@ class ModelOverride:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """`[store]`: where the catalogue and the chunks live (docs/postgres.md). No `url`: SQLite
+    files in the data directory. A `postgresql://` URL: that database, in `schema` (one schema
+    is one shared data directory; the local data directory keeps settings, logs and caches).
+    The URL may hold a password: it is never shown (`where` and repr are redacted)."""
+
+    url: str | None = field(default=None, repr=False)
+    schema: str = "ktui"
+    origin: str | None = None  # where the URL came from when not the settings file ("KTUI_STORE", "--store")
+
+    @property
+    def postgres(self) -> bool:
+        return self.url is not None
+
+    @property
+    def where(self) -> str:
+        """The store named without secrets: `postgresql://user@host:port/db (schema s)`, or `sqlite`."""
+        if self.url is None:
+            return "sqlite"
+        from ktui.core.store_url import redact_store_url
+
+        return f"{redact_store_url(self.url)} (schema {self.schema})"
+
+    def __repr__(self) -> str:
+        return f"StoreSettings(where={self.where!r}, origin={self.origin!r})"
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     data_dir: Path
     config_file: Path | None = None
@@ -125,6 +153,7 @@ class Settings:
     theme: str | None = None
     serve_token: str | None = None  # `ktui serve`: bearer token (required to bind beyond 127.0.0.1)
     models: dict[str, ModelOverride] = field(default_factory=dict)
+    store: StoreSettings = field(default_factory=StoreSettings)
 
     def provider(self, name: str) -> ProviderConfig | None:
         return self.effective_providers().get(name)

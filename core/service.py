@@ -32,7 +32,7 @@ from ktui.core.db import Database
 from ktui.core.doctor import DoctorReport
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.engine import RankResult
-from ktui.core.errors import KnowledgeError, ReadOnlyError
+from ktui.core.errors import ConfigError, KnowledgeError, ReadOnlyError
 from ktui.core.lockfile import DataDirLock, HolderInfo, busy_message, read_holder
 from ktui.core.models import (
     ROOT,
@@ -134,6 +134,12 @@ class KnowledgeService:
             settings = load_settings(data_dir=data_dir)
         elif data_dir is not None:
             settings = settings.with_(data_dir=Path(data_dir))
+        if settings.store.postgres:
+            raise ConfigError(
+                f"A PostgreSQL store ({settings.store.where}) cannot be opened by this ktui yet: "
+                "the catalogue on PostgreSQL is not wired in; leave the store setting out to use SQLite",
+                key=settings.store.origin or "store.url",
+            )
         if read_only:
             db = await Database.open_readonly(Path(settings.data_dir))
             return cls(settings, db, read_only=True)

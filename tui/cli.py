@@ -57,6 +57,7 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     d = {} if top else {"default": argparse.SUPPRESS}
     parser.add_argument("--data-dir", metavar="DIR", help="data directory (default: $KTUI_HOME or the platform's)", **d)
     parser.add_argument("--config", metavar="FILE", help="settings file (default: $KTUI_CONFIG or the platform's)", **d)
+    parser.add_argument("--store", metavar="URL", help=argparse.SUPPRESS, **d)  # not usable yet (docs/postgres.md)
     parser.add_argument("--json", action="store_true", help="print data as JSON (shapes: docs/cli.md)", **d)
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs", **d)
 
@@ -336,11 +337,11 @@ def _silence_stdout() -> None:
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from ktui.core import load_settings
 
-    for option, value in (("--data-dir", args.data_dir), ("--config", args.config)):
+    for option, value in (("--data-dir", args.data_dir), ("--config", args.config), ("--store", args.store)):
         if value is not None and not str(value).strip():
             # an unset shell variable: never fall back to the real data directory silently
             raise UsageError(f"{option} is empty")
-    settings = load_settings(config_file=args.config, data_dir=args.data_dir)
+    settings = load_settings(config_file=args.config, data_dir=args.data_dir, store_url=args.store)
     if args.command is None:
         from ktui.tui.launch import run_app  # textual is imported only here
 
