@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "ItemsRemoved": "models",
     "BaseChanged": "models",
     "BaseRemoved": "models",
+    "Resync": "models",
     # errors
     "KnowledgeError": "errors",
     "ValidationError": "errors",
@@ -125,6 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ModelListing,
         Page,
         QueueStats,
+        Resync,
         ScoreKind,
         SearchMode,
         SearchResponse,

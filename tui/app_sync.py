@@ -24,6 +24,7 @@ from ktui.core.models import (
     ItemsRemoved,
     KnowledgeBase,
     QueueStats,
+    Resync,
 )
 from ktui.tui.messages import BasesLoaded, ServiceEvents, ServiceFailed
 from ktui.tui.paging import all_bases
@@ -81,6 +82,11 @@ class PaneSync:
                         bases_dirty = True
                     case QueueStats():
                         stats = ev
+                    case Resync():  # another process's changes may have been missed: reload what is shown
+                        bases_dirty = True
+                        changes = {}
+                        if base_id is not None:
+                            tree.reload()
             if changes:
                 tree.apply_changes(changes)
             if stats is not None:

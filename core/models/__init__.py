@@ -66,6 +66,7 @@ from ktui.core.models.events import (
     ItemsAdded,
     ItemsRemoved,
     QueueStats,
+    Resync,
 )
 from ktui.core.models.retrieval import (
     BaseSearchNotice,
@@ -119,6 +120,7 @@ __all__ = [
     "OCR_LOW_CONFIDENCE",
     "Page",
     "QueueStats",
+    "Resync",
     "ROOT",
     "ScoreKind",
     "SearchFilters",

@@ -42,6 +42,14 @@ class BaseRemoved:
 
 
 @dataclass(frozen=True, slots=True)
+class Resync:
+    """Changes may have been missed (a shared PostgreSQL store's event connection was lost and
+    is back): whoever shows catalogue state reloads it instead of waiting for events."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStats:
     pending: int
     running: int
@@ -55,4 +63,4 @@ class QueueStats:
     recovery_error: str | None = None  # why the last recovery pass stopped early (also logged)
 
 
-Event = ItemChanged | ItemsAdded | ItemsRemoved | BaseChanged | BaseRemoved | QueueStats
+Event = ItemChanged | ItemsAdded | ItemsRemoved | BaseChanged | BaseRemoved | QueueStats | Resync

@@ -15,7 +15,16 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ktui.core.models import BaseChanged, BaseRemoved, Event, ItemChanged, ItemsAdded, ItemsRemoved, QueueStats
+from ktui.core.models import (
+    BaseChanged,
+    BaseRemoved,
+    Event,
+    ItemChanged,
+    ItemsAdded,
+    ItemsRemoved,
+    QueueStats,
+    Resync,
+)
 
 _unique = itertools.count()
 
@@ -28,6 +37,8 @@ def coalescing_key(event: Event) -> Any:
             return ("stats",)
         case BaseChanged(base_id=base_id):
             return ("base", base_id)
+        case Resync():
+            return ("resync",)
         case _:
             return ("once", next(_unique))
 
@@ -145,4 +156,5 @@ __all__ = [
     "ItemsAdded",
     "ItemsRemoved",
     "QueueStats",
+    "Resync",
 ]

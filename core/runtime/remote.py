@@ -1,0 +1,171 @@
+"""Other processes' catalogue writes, turned into this process's events.
+
+On a shared PostgreSQL store every write notifies (core/store/postgres/notify.py); the
+listener hands this module batches of payloads (kinds and ids) on the event loop.
+`RemoteEvents` turns a batch into the events the local state writer would have
+published for the same writes, and publishes them on the process's EventBus:
+
+* items added (``ia``)   -> ``ItemsAdded`` per (base, parent), runs merged;
+* an item changed (``ic``) -> ``ItemChanged`` with the row's state, re-read by id: one
+  query per batch for all the batch's changed items (a row gone meanwhile is skipped);
+* items removed (``ir``) -> ``ItemsRemoved`` per base, runs merged;
+* a base changed / removed (``bc`` / ``br``) -> ``BaseChanged`` / ``BaseRemoved`` (the
+  item events of a base removed in the same batch are dropped: its rows cascaded).
+
+A receiver never rescans a base per event; what it shows it re-reads by id (or, after a
+``Resync``, once). Batches are applied one after another by one task, in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ktui.core.models import (
+    BaseChanged,
+    BaseRemoved,
+    Event,
+    ItemChanged,
+    ItemPhase,
+    ItemsAdded,
+    ItemsRemoved,
+    ItemStatus,
+    Resync,
+)
+from ktui.core.runtime.events import EventBus
+
+log = logging.getLogger(__name__)
+
+Payload = dict[str, Any]
+READ_CHUNK = 500  # ids per re-read statement
+
+
+class Reader(Protocol):
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+
+class RemoteEvents:
+    """See the module docstring. `feed` and `resync` are called on the event loop."""
+
+    def __init__(self, db: Reader, bus: EventBus) -> None:
+        self._db = db
+        self._bus = bus
+        self._queue: asyncio.Queue[list[Payload] | Resync] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.applied = 0  # payloads applied so far (tests wait on it)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="ktui-remote-events")
+
+    def feed(self, batch: list[Payload]) -> None:
+        self._queue.put_nowait(batch)
+
+    def resync(self, reason: str = "the shared store's event connection was lost and is back") -> None:
+        self._queue.put_nowait(Resync(reason))
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            first = await self._queue.get()
+            pending: list[list[Payload] | Resync] = [first]
+            while not self._queue.empty():
+                pending.append(self._queue.get_nowait())
+            payloads: list[Payload] = []
+            for entry in pending:
+                if isinstance(entry, Resync):
+                    if payloads:
+                        await self._apply(payloads)
+                        payloads = []
+                    self._bus.publish(entry)
+                else:
+                    payloads.extend(entry)
+            if payloads:
+                try:
+                    await self._apply(payloads)
+                except Exception:  # a failed re-read must not end the task: the next batch may work
+                    log.exception("could not apply another process's catalogue events")
+                    self._bus.publish(Resync("re-reading another process's changes failed"))
+
+    async def _apply(self, payloads: list[Payload]) -> None:
+        events = translate(payloads)
+        changed = [e.item_id for e in events if isinstance(e, _Changed)]
+        rows = await self._reread(changed) if changed else {}
+        out: list[Event] = []
+        for event in events:
+            if isinstance(event, _Changed):
+                fresh = rows.get(event.item_id)
+                if fresh is not None:
+                    out.append(fresh)
+            else:
+                out.append(event)
+        self._bus.publish_all(out)
+        self.applied += len(payloads)
+
+    async def _reread(self, item_ids: list[str]) -> dict[str, ItemChanged]:
+        unique = list(dict.fromkeys(item_ids))
+        found: dict[str, ItemChanged] = {}
+        for start in range(0, len(unique), READ_CHUNK):
+            part = unique[start:start + READ_CHUNK]
+            marks = ", ".join("?" * len(part))
+            for row in await self._db.fetchall(
+                f"SELECT id, base_id, status, phase, error FROM knowledge_item WHERE id IN ({marks})", part
+            ):
+                found[row[0]] = ItemChanged(
+                    row[1], row[0], ItemStatus(row[2]), ItemPhase(row[3]) if row[3] else None, row[4]
+                )
+        return found
+
+
+class _Changed:
+    """An ItemChanged still to be re-read (its place in the batch kept)."""
+
+    __slots__ = ("item_id",)
+
+    def __init__(self, item_id: str) -> None:
+        self.item_id = item_id
+
+
+def translate(payloads: list[Payload]) -> list[Event | _Changed]:
+    """The events of a batch of payloads, in order; ItemChanged left as placeholders."""
+    removed_bases = {p["b"] for p in payloads if p.get("k") == "br"}
+    out: list[Event | _Changed | tuple[str, str, str | None, list[str]]] = []
+    seen_changed: set[str] = set()
+    seen_bases: set[str] = set()
+    for p in payloads:
+        kind, base_id, item_id = p.get("k"), p["b"], p.get("i")
+        if kind == "br":
+            out.append(BaseRemoved(base_id))
+            continue
+        if base_id in removed_bases:
+            continue
+        if kind == "bc":
+            if base_id not in seen_bases:
+                seen_bases.add(base_id)
+                out.append(BaseChanged(base_id))
+        elif not isinstance(item_id, str):
+            continue
+        elif kind in ("ia", "ir"):
+            parent = p.get("g") if kind == "ia" else None
+            last = out[-1] if out else None
+            if isinstance(last, tuple) and last[:3] == (kind, base_id, parent):
+                last[3].append(item_id)  # a run of the same kind, base and parent: one event
+            else:
+                out.append((kind, base_id, parent, [item_id]))
+        elif kind == "ic" and item_id not in seen_changed:
+            seen_changed.add(item_id)  # re-read once: the row's latest state covers every change
+            out.append(_Changed(item_id))
+    return [
+        (ItemsAdded(e[1], tuple(e[3]), e[2]) if e[0] == "ia" else ItemsRemoved(e[1], tuple(e[3])))
+        if isinstance(e, tuple) else e
+        for e in out
+    ]
