@@ -1,0 +1,294 @@
+"""Leases on items: several indexers share one queue in PostgreSQL, and none indexes twice.
+
+On SQLite one process holds the data directory and its in-memory queue is the only
+queue. On PostgreSQL every process (the TUI, ``ktui watch`` and ``ktui serve`` on
+several machines) may index, so an item is worked on only by the runtime that holds
+its **lease**: a row of ``item_lease`` (item, owner, expiry). A runtime
+
+* **claims** an item before it queues it (:meth:`Leases.claim`): free, expired, or
+  already its own; anyone else's live lease wins and the item is not queued here;
+* **renews** all of its leases in one statement every ``ttl / 3`` (:meth:`Leases.renew`:
+  one UPDATE whatever the number of items, so a runtime with 10,000 items queued costs
+  the server what one with one item costs);
+* **sweeps** (:meth:`Leases.sweep`): claims up to ``limit`` items that are `processing`
+  but leased by nobody alive (a SIGKILLed or partitioned worker's items, whose leases
+  expired; items left by a crash). This is recovery on PostgreSQL: periodic, in
+  every runtime, instead of once at open in the lock holder. ``FOR NO KEY UPDATE SKIP
+  LOCKED`` lets several sweepers take different items instead of queueing behind each
+  other on the same ones;
+* **completes** under the lease (:meth:`Leases.complete`): the caller's completion or
+  failure write and ``DELETE FROM item_lease WHERE item_id = … AND owner = me`` commit
+  in one transaction. A worker that lost its lease (it stalled past the expiry and
+  another runtime took the item over) deletes zero rows, so the transaction is rolled
+  back and its result is never written: the new owner's is. An expired lease nobody
+  took over is still the owner's (nobody else did the work), so it completes.
+
+**Time.** Expiry compares ``expires_at`` (epoch seconds) with *now*. By default now is
+the database server's clock (``statement_timestamp()``: one time source for every
+machine, so a laptop whose clock is a minute off neither steals live leases nor keeps
+dead ones; stable within a statement). A ``clock`` callable (returning epoch seconds)
+replaces it: tests advance a fake clock instead of sleeping through a TTL.
+
+**Locks.** Every operation that touches both tables locks the item row before the
+lease row (claim ``FOR SHARE``, sweep ``FOR NO KEY UPDATE SKIP LOCKED``, complete ``FOR
+NO KEY UPDATE``), so the three never deadlock one another; a claim or a sweep waits
+for a completion in flight and then sees the item is no longer `processing`. A
+statement that still loses a deadlock (a renewal and a takeover crossing on many rows)
+is retried.
+
+The functions take a psycopg connection (autocommit, with the catalogue's schema on
+its search path); :meth:`Leases.complete` opens the transaction (a savepoint inside
+the caller's, if one is open).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, NewType, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+
+T = TypeVar("T")
+
+LeaseOwner = NewType("LeaseOwner", str)
+"""Who holds a lease: ``<host>:<pid>:<random>``, one per runtime (a restarted process on
+the same host with a reused pid is still someone else)."""
+
+Clock = Callable[[], float]
+"""Now, in epoch seconds."""
+
+LEASE_TTL = 30.0  # seconds a lease lives without a renewal
+HEARTBEAT_EVERY = LEASE_TTL / 3  # two missed beats still leave a live lease
+SWEEP_LIMIT = 100  # items a sweep takes at once: enough to keep a queue fed, few enough to share
+CLAIMABLE = ("processing",)  # statuses an item is claimed in: queued or running
+RETRIES = 3  # a statement that lost a deadlock is run again this many times
+
+LEASE_TABLE = "item_lease"
+
+# The catalogue migration (PG_PLAN: appended to the PostgreSQL catalogue's migrations
+# once they exist; until then `ensure_lease_table` creates it).
+LEASE_DDL: Sequence[str] = (
+    f"""CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (
+    item_id     TEXT PRIMARY KEY REFERENCES knowledge_item(id) ON DELETE CASCADE,
+    owner       TEXT NOT NULL CHECK (length(owner) > 0),
+    expires_at  DOUBLE PRECISION NOT NULL
+)""",
+    # the heartbeat's and release's `WHERE owner = $me`
+    f"CREATE INDEX IF NOT EXISTS {LEASE_TABLE}_owner ON {LEASE_TABLE} (owner)",
+)
+
+# Now, as SQL: the injected clock's value, else the server's clock. statement_timestamp()
+# rather than clock_timestamp(): the same value everywhere in one statement.
+_NOW = "COALESCE(%(now)s::float8, extract(epoch FROM statement_timestamp())::float8)"
+
+_CLAIM = f"""
+INSERT INTO {LEASE_TABLE} (item_id, owner, expires_at)
+SELECT k.id, %(owner)s, {_NOW} + %(ttl)s
+  FROM knowledge_item k
+ WHERE k.id = ANY(%(ids)s) AND k.status = ANY(%(statuses)s)
+   FOR SHARE OF k
+ON CONFLICT (item_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+ WHERE {LEASE_TABLE}.expires_at < {_NOW} OR {LEASE_TABLE}.owner = EXCLUDED.owner
+RETURNING item_id"""
+
+_SWEEP = f"""
+WITH candidates AS (
+    SELECT k.id
+      FROM knowledge_item k
+     WHERE k.status = ANY(%(statuses)s)
+       AND NOT EXISTS (SELECT 1 FROM {LEASE_TABLE} l WHERE l.item_id = k.id AND l.expires_at >= {_NOW})
+     LIMIT %(limit)s
+       FOR NO KEY UPDATE OF k SKIP LOCKED
+)
+INSERT INTO {LEASE_TABLE} (item_id, owner, expires_at)
+SELECT c.id, %(owner)s, {_NOW} + %(ttl)s FROM candidates c
+ON CONFLICT (item_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+ WHERE {LEASE_TABLE}.expires_at < {_NOW}
+RETURNING item_id"""
+
+_RENEW = f"UPDATE {LEASE_TABLE} SET expires_at = {_NOW} + %(ttl)s WHERE owner = %(owner)s"
+_RELEASE_ALL = f"DELETE FROM {LEASE_TABLE} WHERE owner = %(owner)s"
+_RELEASE = f"DELETE FROM {LEASE_TABLE} WHERE owner = %(owner)s AND item_id = ANY(%(ids)s)"
+_LOCK_ITEMS = "SELECT id FROM knowledge_item WHERE id = ANY(%(ids)s) ORDER BY id FOR NO KEY UPDATE"
+_TAKE_BACK = f"DELETE FROM {LEASE_TABLE} WHERE owner = %(owner)s AND item_id = ANY(%(ids)s) RETURNING item_id"
+_HELD = f"""SELECT item_id FROM {LEASE_TABLE} WHERE owner = %(owner)s AND item_id = ANY(%(ids)s)
+ ORDER BY item_id FOR UPDATE"""
+_HOLDERS = f"SELECT item_id, owner, expires_at FROM {LEASE_TABLE} WHERE item_id = ANY(%(ids)s)"
+
+
+def new_owner() -> LeaseOwner:
+    """A fresh owner id for one runtime: ``<host>:<pid>:<8 hex digits>``."""
+    return LeaseOwner(f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}")
+
+
+def ensure_lease_table(con: psycopg.Connection[Any]) -> None:
+    """Create ``item_lease`` if it is missing (needs ``knowledge_item``), under an advisory
+    lock: several processes open the same schema at once."""
+    with con.transaction():
+        con.execute("SELECT pg_advisory_xact_lock(hashtext('ktui item_lease ' || current_schema()))")
+        for statement in LEASE_DDL:
+            con.execute(statement)
+
+
+@dataclass(frozen=True)
+class Completion(Generic[T]):
+    """What :meth:`Leases.complete` did: the items whose leases were still held (and so
+    written), those lost to another owner (nothing written for them), and what the
+    caller's write returned (None when nothing was held and nothing ran)."""
+
+    held: list[str]
+    lost: list[str]
+    result: T | None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds an item's lease, and until when (epoch seconds)."""
+
+    owner: str
+    expires_at: float
+
+
+class _Lost(Exception):
+    """Raised inside a completion transaction to roll it back: no lease was held."""
+
+
+class Leases:
+    """The lease operations of one owner (see the module docstring). Stateless apart from
+    its owner, TTL and clock: any number of threads may use one, each with its own
+    connection."""
+
+    def __init__(self, owner: LeaseOwner | None = None, *, ttl: float = LEASE_TTL, clock: Clock | None = None):
+        if ttl <= 0:
+            raise ValueError("a lease lives for a positive time")
+        self.owner: LeaseOwner = owner or new_owner()
+        self.ttl = ttl
+        self.clock = clock
+
+    @property
+    def heartbeat_every(self) -> float:
+        """How often the owner should renew: a third of the TTL."""
+        return self.ttl / 3
+
+    def _params(self, **extra: Any) -> dict[str, Any]:
+        return {"owner": self.owner, "ttl": self.ttl, "now": self.clock() if self.clock else None, **extra}
+
+    def _retrying(self, con: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> psycopg.Cursor[Any]:
+        for attempt in range(RETRIES + 1):
+            try:
+                return con.execute(query, params)
+            except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+                if attempt == RETRIES or not con.autocommit or con.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    raise  # inside the caller's transaction: theirs to retry
+        raise AssertionError("unreachable")
+
+    def claim(
+        self, con: psycopg.Connection[Any], item_ids: Sequence[str], *, statuses: Sequence[str] = CLAIMABLE
+    ) -> list[str]:
+        """Take the leases of these items where they are free, expired or already ours
+        (ours are renewed) and the item is in one of `statuses`; returns those taken, in
+        the order given. An item someone else holds, a deleted one, one that completed
+        meanwhile, is left out: the caller does not queue it."""
+        ids = list(dict.fromkeys(item_ids))  # ON CONFLICT cannot touch a row twice in one statement
+        if not ids:
+            return []
+        taken = {r[0] for r in self._retrying(con, _CLAIM, self._params(ids=ids, statuses=list(statuses)))}
+        return [i for i in ids if i in taken]
+
+    def sweep(
+        self, con: psycopg.Connection[Any], limit: int = SWEEP_LIMIT, *, statuses: Sequence[str] = CLAIMABLE
+    ) -> list[str]:
+        """Claim up to `limit` items in `statuses` that nobody alive holds: never leased
+        (left by a crash, or made `processing` by a runtime that has not claimed them
+        yet) or whose lease expired. Items another sweep is taking right now are skipped,
+        not waited for."""
+        if limit <= 0:
+            return []
+        rows = self._retrying(con, _SWEEP, self._params(limit=limit, statuses=list(statuses)))
+        return [r[0] for r in rows]
+
+    def renew(self, con: psycopg.Connection[Any]) -> int:
+        """Push every lease of this owner to now + TTL, in one statement; returns how many
+        it holds. A lease that expired but was not taken over is renewed too (still ours)."""
+        return self._retrying(con, _RENEW, self._params()).rowcount
+
+    def release(self, con: psycopg.Connection[Any], item_ids: Sequence[str] | None = None) -> int:
+        """Give up these leases (all of the owner's when None) without completing: the item
+        is free for the next sweep at once (an interrupted task, a runtime closing)."""
+        if item_ids is None:
+            return self._retrying(con, _RELEASE_ALL, self._params()).rowcount
+        ids = list(dict.fromkeys(item_ids))
+        return self._retrying(con, _RELEASE, self._params(ids=ids)).rowcount if ids else 0
+
+    def complete(
+        self,
+        con: psycopg.Connection[Any],
+        item_ids: Sequence[str],
+        write: Callable[[psycopg.Connection[Any], list[str]], T],
+    ) -> Completion[T]:
+        """Write the outcome of these items only while holding their leases.
+
+        In one transaction: lock the items' rows, delete this owner's leases of them
+        (``RETURNING``: the ones still held), then ``write(con, held)`` — the completion
+        or failure of exactly the held items — and commit. When none is held the
+        transaction is rolled back before `write` runs: a worker that lost every lease
+        writes nothing. Whatever `write` raises rolls everything back (the leases stay).
+        """
+        ids = sorted(set(item_ids))
+        if not ids:
+            return Completion([], [], None)
+        params = self._params(ids=ids)
+        held: list[str] = []
+        result: T | None = None
+        try:
+            with con.transaction():
+                con.execute(_LOCK_ITEMS, params)
+                gone = {r[0] for r in con.execute(_TAKE_BACK, params)}
+                held = [i for i in ids if i in gone]
+                if not held:
+                    raise _Lost
+                result = write(con, held)
+        except _Lost:
+            pass
+        lost = [i for i in ids if i not in set(held)]
+        return Completion(held, lost, result)
+
+    def lock_held(self, con: psycopg.Connection[Any], item_ids: Sequence[str]) -> list[str]:
+        """Inside the caller's transaction: lock these items and this owner's leases of them,
+        and return those it holds. A takeover (claim or sweep) cannot happen until that
+        transaction ends, so a write guarded by it (an item's chunks) can never land
+        after the new owner's."""
+        ids = sorted(set(item_ids))
+        if not ids:
+            return []
+        params = self._params(ids=ids)
+        con.execute(_LOCK_ITEMS, params)  # items before leases, the order every operation locks in
+        return [r[0] for r in con.execute(_HELD, params)]
+
+    def holders(self, con: psycopg.Connection[Any], item_ids: Sequence[str]) -> dict[str, Holder]:
+        """Who holds these items' leases (diagnostics, tests): item id -> holder."""
+        ids = list(dict.fromkeys(item_ids))
+        if not ids:
+            return {}
+        return {r[0]: Holder(r[1], float(r[2])) for r in con.execute(_HOLDERS, {"ids": ids})}
+
+
+__all__ = [
+    "CLAIMABLE",
+    "HEARTBEAT_EVERY",
+    "LEASE_DDL",
+    "LEASE_TTL",
+    "SWEEP_LIMIT",
+    "Clock",
+    "Completion",
+    "Holder",
+    "LeaseOwner",
+    "Leases",
+    "ensure_lease_table",
+    "new_owner",
+]
