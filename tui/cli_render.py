@@ -90,10 +90,18 @@ def item_json(item: KnowledgeItem) -> dict[str, Any]:
     }
 
 
+SCORE_DIGITS = 6
+"""A result's raw `score` is shown to 6 decimals in every JSON shape (CLI, HTTP, MCP):
+enough to keep the scores of neighbouring ranks apart on every scale (reciprocal-rank
+fusion steps by ~1.5e-5 at rank 200; cosines, bm25, reranker logits by more), while
+`relevance` keeps its 4 (core/search/relevance.py). The order is the ranking's, never
+re-derived from the rounded figure."""
+
+
 def result_json(result: KnowledgeSearchResult) -> dict[str, Any]:
     return {
         "rank": result.rank,
-        "score": result.score,
+        "score": round(result.score, SCORE_DIGITS),
         "score_kind": _plain(result.score_kind),
         "relevance": result.relevance,
         "base_id": result.base_id,

@@ -150,9 +150,10 @@ def _facade_view(ws: Workspace, base_id: str, query: str) -> dict:
     return asyncio.run(run())
 
 
-def test_search_relevance_has_four_decimals_in_every_mode(api):
+def test_search_relevance_has_four_decimals_and_score_six_in_every_mode(api):
     """Hybrid relevance is alpha*vector + (1-alpha)*keyword: the sum of two rounded figures is
-    not one (0.9254199999999999); both search endpoints show it rounded like the other modes."""
+    not one (0.9254199999999999); both search endpoints show it rounded like the other modes.
+    The raw score is rounded too (6 decimals: 0.837463, not 0.83746281...)."""
     base = api.post("/knowledge-bases", json={"name": "Rounding", "search_mode": "hybrid", "hybrid_alpha": 0.7})
     assert base.status_code == 201, base.text
     bid = base.json()["id"]
@@ -170,6 +171,9 @@ def test_search_relevance_has_four_decimals_in_every_mode(api):
                     assert response.status_code == 200, response.text
                     relevances = [r["relevance"] for r in response.json()["results"]]
                     assert relevances and relevances == [round(x, 4) for x in relevances], (mode, query, relevances)
+                    scores = [r["score"] for r in response.json()["results"]]
+                    assert scores == [round(x, 6) for x in scores], (mode, query, scores)
+                    assert [r["rank"] for r in response.json()["results"]] == list(range(1, len(scores) + 1))
     finally:
         api.delete(f"/knowledge-bases/{bid}")
 

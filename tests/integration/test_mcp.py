@@ -83,6 +83,9 @@ async def test_read_only_tools_answer_what_the_facade_answers(tmp_path, server):
         found = ok(await session.call_tool("search", {"query": "sea otters sleep", "bases": ["Notes"], "top_k": 3}))
         assert found["degraded"] is False
         assert [r["chunk_id"] for r in found["results"]] == [r.chunk_id for r in facade_search.results]
+        # the raw score rounded to 6 decimals, the ranking the facade's (docs/mcp.md)
+        assert [r["score"] for r in found["results"]] == [round(r.score, 6) for r in facade_search.results]
+        assert any(r.score != round(r.score, 6) for r in facade_search.results)  # there was something to round
         first = found["results"][0]
         assert first["base_id"] == ids["notes"] and first["item_id"] == otters.id
         assert first["source"] == otters.source and "heading" in first and first["text"]

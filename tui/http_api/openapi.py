@@ -53,7 +53,8 @@ SCHEMAS: JSON = {
         "text": {"type": "string"}, "metadata": {"type": "object"}}},
     "SearchResult": {"type": "object", "required": ["rank", "score", "score_kind", "chunk_id", "text"],
                      "additionalProperties": True, "properties": {
-                         "rank": {"type": "integer"}, "score": {"type": "number"},
+                         "rank": {"type": "integer"},
+                         "score": {"type": "number", "description": "the raw score of score_kind, 6 decimals"},
                          "score_kind": {"enum": ["cosine", "bm25", "rrf", "fused", "rerank", "keyword"]},
                          "relevance": {"type": "number", "minimum": 0, "maximum": 1},
                          "base_id": _nullable({"type": "string"}),
