@@ -21,8 +21,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ktui.core.catalogue import SQLITE, SqliteDialect, SyncConn
 from ktui.core.db_schema import MIGRATIONS, SCHEMA_VERSION, split_script
-from ktui.core.errors import SchemaVersionError, StoreError
+from ktui.core.errors import ConstraintError, SchemaVersionError, StoreError
 from ktui.core.sqlite_thread import AsyncConnection
 from ktui.core.storage_faults import rollback_quietly, storage_error
 
@@ -32,12 +33,23 @@ DB_FILENAME = "knowledge.db"
 BUSY_TIMEOUT_MS = 5000
 
 class Database:
-    """The shared connection plus the lock that serialises statement sequences on it."""
+    """The shared connection plus the lock that serialises statement sequences on it.
+    Satisfies :class:`ktui.core.catalogue.Catalogue` (PostgreSQL's is PgDatabase)."""
+
+    dialect: SqliteDialect = SQLITE
 
     def __init__(self, conn: AsyncConnection, path: Path):
         self._conn = conn
         self.path = path
         self._lock = asyncio.Lock()
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
 
     @classmethod
     async def open(cls, data_dir: Path) -> Database:
@@ -182,10 +194,20 @@ class Database:
                     await asyncio.shield(self._rollback())
                     raise
             except sqlite3.Error as exc:
-                fault = storage_error(exc, self.path)
-                if fault is not None:
-                    raise fault from exc
-                raise
+                fault = self._fault(exc)
+                if fault is exc:
+                    raise
+                raise fault from exc
+
+    def _fault(self, exc: sqlite3.Error) -> BaseException:
+        """What a failed write raises: a full disk or denied access by name, a schema rule's
+        refusal as ConstraintError (as on PostgreSQL), anything else as it came."""
+        fault = storage_error(exc, self.path)
+        if fault is not None:
+            return fault
+        if isinstance(exc, sqlite3.IntegrityError):
+            return ConstraintError(f"{self.path}: {exc}")
+        return exc
 
     async def _rollback(self) -> None:
         """ROLLBACK unless SQLite already ended the transaction (it does on a full disk):
@@ -196,7 +218,7 @@ class Database:
             except sqlite3.Error:
                 pass
 
-    async def run_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def run_in_transaction(self, fn: Callable[[SyncConn], T]) -> T:
         """Run `fn(connection)` inside BEGIN IMMEDIATE … COMMIT on the connection's own
         thread, in one hop.
 
@@ -220,10 +242,10 @@ class Database:
             try:
                 return await self._conn.call(run)
             except sqlite3.Error as exc:
-                fault = storage_error(exc, self.path)
-                if fault is not None:
-                    raise fault from exc
-                raise
+                fault = self._fault(exc)
+                if fault is exc:
+                    raise
+                raise fault from exc
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

@@ -87,6 +87,13 @@ class StoreError(KnowledgeError):
     """A base's vector store is missing, corrupt or unwritable."""
 
 
+class ConstraintError(StoreError):
+    """A rule of the catalogue's schema (a CHECK, a foreign key, a trigger) refused a row.
+
+    The services validate before they write, so this means a caller bypassed them or a
+    bug: the same error on SQLite and PostgreSQL, with the engine's own wording."""
+
+
 class StoreDamagedError(StoreError):
     """A base's store file is missing, corrupt or not a ktui store.
 

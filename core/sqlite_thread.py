@@ -93,7 +93,7 @@ class Result:
         return rows
 
 
-class _Statement:
+class Pending:
     """`await conn.execute(...)` or `async with conn.execute(...) as cur:` alike."""
 
     __slots__ = ("_run",)
@@ -135,7 +135,7 @@ class AsyncConnection:
 
         return cls(await ThreadConnection.open(connect, name=name))
 
-    def execute(self, sql: str, params: Params = ()) -> _Statement:
+    def execute(self, sql: str, params: Params = ()) -> Pending:
         def run(conn: sqlite3.Connection) -> Result:
             cur = conn.execute(sql, params)
             try:
@@ -143,7 +143,7 @@ class AsyncConnection:
             finally:
                 cur.close()
 
-        return _Statement(lambda: self.thread.call(run))
+        return Pending(lambda: self.thread.call(run))
 
     async def execute_fetchall(self, sql: str, params: Params = ()) -> list[Any]:
         return await (await self.execute(sql, params)).fetchall()

@@ -1,4 +1,4 @@
-"""KnowledgeBaseService: reading bases and the groups that organise them (SQLite).
+"""KnowledgeBaseService: reading bases and the groups that organise them (SQLite or PostgreSQL).
 
 Writes live in :mod:`ktui.core.data.base_writes`, which only the runtime's state
 writer (:mod:`ktui.core.runtime.status`) may use, so that every write publishes its
@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ktui.core.catalogue import AsyncConn, Catalogue
 from ktui.core.data.rows import BASE_COLUMNS, base_from_row, group_from_row
 from ktui.core.data.validation import require_id, require_page
-from ktui.core.db import Database
 from ktui.core.errors import BaseUnavailableError, NotFoundError, ValidationError
 from ktui.core.models import KnowledgeBase, KnowledgeGroup, Page
-from ktui.core.sqlite_thread import AsyncConnection
 
 
 class KnowledgeBaseService:
-    def __init__(self, db: Database):
+    def __init__(self, db: Catalogue):
         self._db = db
 
     async def get(self, base_id: Any) -> KnowledgeBase:
@@ -26,7 +25,7 @@ class KnowledgeBaseService:
         async with self._db.read() as conn:
             return await self._get(conn, base_id)
 
-    async def _get(self, conn: AsyncConnection, base_id: str) -> KnowledgeBase:
+    async def _get(self, conn: AsyncConn, base_id: str) -> KnowledgeBase:
         rows = await conn.execute_fetchall(f"SELECT {BASE_COLUMNS} FROM knowledge_base WHERE id = ?", (base_id,))
         if not rows:
             raise NotFoundError("Knowledge base", base_id)
@@ -49,10 +48,10 @@ class KnowledgeBaseService:
         return [base_from_row(r) for r in rows]
 
     async def list_groups(self) -> list[KnowledgeGroup]:
-        rows = await self._db.fetchall("SELECT * FROM knowledge_group ORDER BY name COLLATE NOCASE, id")
+        rows = await self._db.fetchall("SELECT * FROM knowledge_group ORDER BY lower(name), id")
         return [group_from_row(r) for r in rows]
 
-    async def _require_group(self, conn: AsyncConnection, group_id: str) -> None:
+    async def _require_group(self, conn: AsyncConn, group_id: str) -> None:
         async with conn.execute("SELECT 1 FROM knowledge_group WHERE id = ?", (group_id,)) as cur:
             if await cur.fetchone() is None:
                 raise ValidationError.field("group_id", f"no such group: {group_id}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ktui.core.catalogue import AsyncConn
 from ktui.core.data.base_service import KnowledgeBaseService
 from ktui.core.data.base_validation import (
     BASE_PATCHABLE,
@@ -43,7 +44,6 @@ from ktui.core.models import (
     KnowledgeGroup,
     SearchMode,
 )
-from ktui.core.sqlite_thread import AsyncConnection
 
 BeforeCommit = Callable[[KnowledgeBase], Awaitable[None]]
 
@@ -253,10 +253,10 @@ class BaseWrites(KnowledgeBaseService):
             if cur.rowcount == 0:
                 raise NotFoundError("Group", group_id)
 
-    async def _group_named(self, conn: AsyncConnection, name: str, now: str) -> str:
+    async def _group_named(self, conn: AsyncConn, name: str, now: str) -> str:
         """The id of the group called `name` (case-insensitive, like the uniqueness
         rule), inserted on this transaction when there is none."""
-        async with conn.execute("SELECT id FROM knowledge_group WHERE name = ? COLLATE NOCASE", (name,)) as cur:
+        async with conn.execute("SELECT id FROM knowledge_group WHERE lower(name) = lower(?)", (name,)) as cur:
             row = await cur.fetchone()
         if row is not None:
             return str(row[0])
@@ -279,10 +279,10 @@ def _group_name(raw: Any, group_id: Any) -> str | None:
 
 async def _taken_base_names(conn: Any, name: str, own_id: str | None = None) -> list[str]:
     rows = await conn.execute_fetchall(
-        "SELECT name FROM knowledge_base WHERE name = ? COLLATE NOCASE AND id IS NOT ?", (name, own_id)
+        "SELECT name FROM knowledge_base WHERE lower(name) = lower(?) AND id <> ?", (name, own_id or "")
     )
-    # NOCASE folds ASCII only; casefold() catches "Ä" / "ä" too
-    more = await conn.execute_fetchall("SELECT name FROM knowledge_base WHERE id IS NOT ?", (own_id,)) \
+    # SQLite's lower() folds ASCII only; casefold() catches "Ä" / "ä" too (an id is never "")
+    more = await conn.execute_fetchall("SELECT name FROM knowledge_base WHERE id <> ?", (own_id or "",)) \
         if not name.isascii() else []
     return [r[0] for r in rows] + [r[0] for r in more if r[0].casefold() == name.casefold()]
 
@@ -306,7 +306,7 @@ async def _free_base_name(conn: Any, name: str) -> str:
 
 async def _refuse_taken_group_name(conn: Any, name: str, own_id: str | None = None) -> None:
     async with conn.execute(
-        "SELECT name FROM knowledge_group WHERE name = ? COLLATE NOCASE AND id IS NOT ?", (name, own_id)
+        "SELECT name FROM knowledge_group WHERE lower(name) = lower(?) AND id <> ?", (name, own_id or "")
     ) as cur:
         taken = await cur.fetchone()
     if taken is not None:

@@ -23,8 +23,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from ktui.core.db import Database
-from ktui.core.sqlite_thread import AsyncConnection
+from ktui.core.catalogue import AsyncConn, Catalogue
 
 
 def fingerprint(entry: Any) -> str:
@@ -33,7 +32,7 @@ def fingerprint(entry: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-async def record_import_start(conn: AsyncConnection, base_id: str, digest: str) -> None:
+async def record_import_start(conn: AsyncConn, base_id: str, digest: str) -> None:
     """The `importing` row of a base an import creates, written in the base row's own
     transaction (`BaseWrites._insert`): a kill can never leave the base without it."""
     await conn.execute(
@@ -43,7 +42,7 @@ async def record_import_start(conn: AsyncConnection, base_id: str, digest: str) 
 
 
 class ImportLedger:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Catalogue) -> None:
         self._db = db
 
     async def finish(self, base_id: str) -> None:

@@ -1,4 +1,4 @@
-"""KnowledgeItemService: reading the item table (SQLite), with the validation of what callers ask.
+"""KnowledgeItemService: reading the item table (SQLite or PostgreSQL), with the validation of what callers ask.
 
 Writes live in :mod:`ktui.core.data.item_writes`, which only the runtime's state
 writer (:mod:`ktui.core.runtime.status`) may use, so that every write publishes its
@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ktui.core.catalogue import AsyncConn, Catalogue
 from ktui.core.data.item_validation import require_group_filter, require_item_type
 from ktui.core.data.rows import BASE_COLUMNS, ITEM_COLUMNS, base_from_row, item_from_row
 from ktui.core.data.validation import require_id, require_ids, require_page
-from ktui.core.db import Database
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import (
     ANY_GROUP,
@@ -26,7 +26,6 @@ from ktui.core.models import (
     KnowledgeItem,
     Page,
 )
-from ktui.core.sqlite_thread import AsyncConnection
 
 SQL_VARS = 500  # ids per IN (...) list, well under SQLite's variable limit
 
@@ -57,7 +56,7 @@ def marks(n: int) -> str:
 
 
 class KnowledgeItemService:
-    def __init__(self, db: Database):
+    def __init__(self, db: Catalogue):
         self._db = db
 
     # --- reads ------------------------------------------------------------
@@ -188,7 +187,7 @@ class KnowledgeItemService:
             if error_prefix:
                 tests.append("substr(error, 1, ?) = ?")
                 params += [len(error_prefix), error_prefix]
-            sql += f" AND ({' OR '.join(tests) or '0'})"
+            sql += f" AND ({' OR '.join(tests) or '1 = 0'})"
         rows = await self._db.fetchall(sql + " ORDER BY rowid LIMIT ?", (*params, limit))
         return [(int(r[0]), str(r[1]), bool(r[2])) for r in rows]
 
@@ -200,7 +199,7 @@ class KnowledgeItemService:
         """Root directory items whose folder is watched for changes."""
         rows = await self._db.fetchall(
             f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE type = 'directory' AND group_id IS NULL "
-            "AND json_extract(data, '$.watch') = 1 ORDER BY created_at, id"
+            f"AND {self._db.dialect.json_true('data', 'watch')} ORDER BY created_at, id"
         )
         return [item_from_row(r) for r in rows]
 
@@ -209,7 +208,7 @@ class KnowledgeItemService:
         (`window_overflow` in their data): one query, only the matching rows."""
         rows = await self._db.fetchall(
             f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE base_id = ? "
-            "AND json_extract(data, '$.window_overflow') IS NOT NULL ORDER BY created_at, id",
+            f"AND {self._db.dialect.json_text('data', 'window_overflow')} IS NOT NULL ORDER BY created_at, id",
             (base_id,),
         )
         return [item_from_row(r) for r in rows]
@@ -249,18 +248,18 @@ class KnowledgeItemService:
 
     # --- helpers ----------------------------------------------------------
 
-    async def _require_base(self, conn: AsyncConnection, base_id: str) -> None:
+    async def _require_base(self, conn: AsyncConn, base_id: str) -> None:
         async with conn.execute("SELECT 1 FROM knowledge_base WHERE id = ?", (base_id,)) as cur:
             if await cur.fetchone() is None:
                 raise NotFoundError("Knowledge base", base_id)
 
-    async def _get(self, conn: AsyncConnection, item_id: str) -> KnowledgeItem:
+    async def _get(self, conn: AsyncConn, item_id: str) -> KnowledgeItem:
         rows = await conn.execute_fetchall(f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE id = ?", (item_id,))
         if not rows:
             raise NotFoundError("Knowledge item", item_id)
         return item_from_row(rows[0])
 
-    async def _get_many(self, conn: AsyncConnection, item_ids: list[str]) -> list[KnowledgeItem]:
+    async def _get_many(self, conn: AsyncConn, item_ids: list[str]) -> list[KnowledgeItem]:
         found: dict[str, KnowledgeItem] = {}
         for part in id_chunks(item_ids):
             async with conn.execute(

@@ -13,10 +13,10 @@ returns, so no write can forget its event.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from ktui.core.catalogue import SyncConn
 from ktui.core.data.item_service import ChildSpec, KnowledgeItemService, id_chunks, marks
 from ktui.core.data.item_validation import require_phase, require_status
 from ktui.core.data.rows import ITEM_COLUMNS, data_to_json, item_from_row
@@ -164,7 +164,7 @@ class ItemWrites(KnowledgeItemService):
             key = (require_status(status), require_phase(phase))
             groups.setdefault(key, []).append(item_id)
 
-        def run(conn: sqlite3.Connection) -> list[KnowledgeItem]:
+        def run(conn: SyncConn) -> list[KnowledgeItem]:
             changed: dict[str, KnowledgeItem] = {}
             for (status, phase), ids in groups.items():
                 for item in _write_status(conn, list(dict.fromkeys(ids)), status, phase, None, None):
@@ -177,7 +177,7 @@ class ItemWrites(KnowledgeItemService):
         """Mark several leaves completed (each with its recorded payload, if any) in one
         transaction, reconciling each parent once: the status half of a group commit."""
 
-        def run(conn: sqlite3.Connection) -> list[KnowledgeItem]:
+        def run(conn: SyncConn) -> list[KnowledgeItem]:
             changed: list[KnowledgeItem] = []
             parents: set[str] = set()
             for item_id, data in entries:
@@ -210,7 +210,7 @@ class ItemWrites(KnowledgeItemService):
         """Delete items (descendants cascade) and reconcile their surviving parents."""
         ids = list(dict.fromkeys(item_ids))
 
-        def run(conn: sqlite3.Connection) -> list[KnowledgeItem]:
+        def run(conn: SyncConn) -> list[KnowledgeItem]:
             parents: set[str] = set()
             for part in id_chunks(ids):
                 in_list = marks(len(part))
@@ -229,7 +229,7 @@ class ItemWrites(KnowledgeItemService):
 
 
 def _write_status(
-    conn: sqlite3.Connection,
+    conn: SyncConn,
     ids: list[str],
     status: ItemStatus,
     phase: ItemPhase | None,
@@ -274,7 +274,7 @@ def _write_status(
     return changed + list(reconciled.values())
 
 
-def _reconcile_many(conn: sqlite3.Connection, parents: set[str]) -> list[KnowledgeItem]:
+def _reconcile_many(conn: SyncConn, parents: set[str]) -> list[KnowledgeItem]:
     changed: dict[str, KnowledgeItem] = {}
     original: dict[str, tuple[str, str | None, str | None]] = {}
     for parent in parents:
@@ -289,7 +289,7 @@ def _reconcile_many(conn: sqlite3.Connection, parents: set[str]) -> list[Knowled
 
 
 def _reconcile_up(
-    conn: sqlite3.Connection, container_id: str | None, original: dict[str, tuple[str, str | None, str | None]]
+    conn: SyncConn, container_id: str | None, original: dict[str, tuple[str, str | None, str | None]]
 ) -> list[KnowledgeItem]:
     """Recompute a container from its own phase and its children, then its parent, and so
     on, stopping at the first ancestor whose state does not change. `original` records

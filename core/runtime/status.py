@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ktui.core.catalogue import Catalogue
 from ktui.core.data.base_writes import BaseWrites
 from ktui.core.data.item_service import ChildSpec
 from ktui.core.data.item_writes import ItemWrites
 from ktui.core.data.validation import ValidItem
-from ktui.core.db import Database
 from ktui.core.models import (
     BaseChanged,
     BaseRemoved,
@@ -51,7 +51,7 @@ def changed_event(item: KnowledgeItem, progress: float | None = None) -> ItemCha
 class StateWriter:
     """See the module docstring. One per open data directory (the facade makes it)."""
 
-    def __init__(self, db: Database, bus: EventBus) -> None:
+    def __init__(self, db: Catalogue, bus: EventBus) -> None:
         self._items = ItemWrites(db)
         self._bases = BaseWrites(db)
         self.bus = bus

@@ -1,5 +1,5 @@
-"""BaseWrites on a real SQLite catalogue: creation defaults, paging and
-order, update_base rules, groups."""
+"""BaseWrites on a real catalogue, SQLite and PostgreSQL alike (tests/support/catalogues.py):
+creation defaults, paging and order, update_base rules, groups."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import ktui.core.ids as idsmod
 from ktui.core.data.base_writes import BaseWrites
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import BaseStatus, KnowledgeBaseErrorCode, SearchMode
+from tests.support.catalogues import catalogue_fixture, statement_conn
 
 MODEL = "builtin::wordllama"
+
+db = catalogue_fixture()
 
 
 @pytest.fixture
@@ -98,7 +101,7 @@ async def test_create_failed_base(bases):
 
 async def test_before_commit_failure_rolls_the_base_back(bases):
     async def explode(base):
-        assert (await bases._db._conn.execute_fetchall("SELECT id FROM knowledge_base"))[0][0] == base.id
+        assert (await statement_conn(bases._db).execute_fetchall("SELECT id FROM knowledge_base"))[0][0] == base.id
         raise OSError("disk full")
 
     with pytest.raises(OSError):

@@ -1,4 +1,4 @@
-"""The item table (ItemWrites: reads and writes) on a real SQLite catalogue: creation, listing (filters, roots,
+"""The item table (ItemWrites: reads and writes) on a real catalogue, SQLite and PostgreSQL alike: creation, listing (filters, roots,
 paging, order), status rules, collapse_to_roots, deletes."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import ktui.core.ids as idsmod
 from ktui.core.data.item_service import ChildSpec
 from ktui.core.data.item_validation import validate_item_input
 from ktui.core.data.validation import ValidItem
-from ktui.core.db import Database
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import (
     ANY_GROUP,
@@ -27,6 +26,9 @@ from ktui.core.models import (
     SitemapItemData,
     UrlItemData,
 )
+from tests.support.catalogues import catalogue_fixture
+
+db = catalogue_fixture()
 
 
 @pytest.fixture
@@ -50,7 +52,7 @@ def sitemap() -> ValidItem:
     return ValidItem(ItemType.SITEMAP, SitemapItemData(url="https://x.org/sitemap.xml", source="https://x.org/sitemap.xml"))
 
 
-async def snapshot(db: Database) -> list[tuple]:
+async def snapshot(db) -> list[tuple]:
     return [tuple(r) for r in await db.fetchall("SELECT * FROM knowledge_item ORDER BY id")]
 
 

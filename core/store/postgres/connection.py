@@ -59,7 +59,7 @@ def scrub(message: str, url: str) -> str:
     return message
 
 
-def _gone(con: psycopg.Connection[Any]) -> bool:
+def gone(con: psycopg.Connection[Any]) -> bool:
     """True when an idle connection can no longer be used: closed, or the server has
     written to it while it sat idle, which (no LISTEN is ever issued on these) means it
     hung up: a restart, an administrator's pg_terminate_backend, an idle timeout. Checked
@@ -87,6 +87,10 @@ class Connections:
         self._lock = threading.Lock()
         self._closed = False
         self._search_path: sql.Composable | None = None
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """A new connection outside the pool (the caller closes it), set up like the pool's."""
+        return self._connect()
 
     def _connect(self) -> psycopg.Connection[Any]:
         kwargs: dict[str, Any] = {}
@@ -138,7 +142,7 @@ class Connections:
                 if self._closed:
                     raise StoreError(f"PostgreSQL store {self.where} is closed")
                 con = self._idle.pop() if self._idle else None
-            if con is not None and _gone(con):
+            if con is not None and gone(con):
                 con.close()
                 con = None
             if con is None:
