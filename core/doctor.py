@@ -91,7 +91,7 @@ class Doctor:
 
     async def _base(self, report: DoctorReport, base: KnowledgeBase) -> None:
         stores = self.runtime.stores
-        path = str(stores.path_for(base.id))
+        path = stores.where_of(base.id)
         report.checked.append(path)
         try:
             store = await self.runtime.store(base)
@@ -99,7 +99,7 @@ class Doctor:
             if damage:
                 raise StoreDamagedError(path, "is corrupt: " + "; ".join(damage[:3]))
         except StoreDamagedError as exc:
-            if report.repair and not exc.kept and stores.path_for(base.id).exists():
+            if report.repair and not exc.kept and stores.exists(base.id):
                 await asyncio.to_thread(stores.set_aside, base.id, exc.reason)
             await self._rebuild(report, base, path, exc.reason)
             return

@@ -24,7 +24,7 @@ from ktui.core.models import (
 )
 from ktui.core.runtime.events import EventBus
 from ktui.core.runtime.service import KnowledgeRuntimeService
-from ktui.core.store import StoreManager
+from ktui.core.store import Stores
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class WorkflowParts:
         bases: KnowledgeBaseService,
         items: KnowledgeItemService,
         runtime: KnowledgeRuntimeService,
-        stores: StoreManager,
+        stores: Stores,
         embeddings: EmbeddingService,
         bus: EventBus,
     ):

@@ -53,7 +53,7 @@ from ktui.core.runtime.recovery import DISK_FULL_PREFIX, SHUTDOWN_MESSAGE, Gate,
 from ktui.core.runtime.stats import QueueFigures
 from ktui.core.runtime.status import StateWriter
 from ktui.core.runtime.watcher import FolderWatcher
-from ktui.core.store import BaseStore, StoreManager
+from ktui.core.store import ChunkStore, Stores
 
 if TYPE_CHECKING:
     from ktui.core.ingest import Fetcher
@@ -73,7 +73,7 @@ class KnowledgeRuntimeService:
         bases: KnowledgeBaseService,
         items: KnowledgeItemService,
         state: StateWriter,
-        stores: StoreManager,
+        stores: Stores,
         embeddings: EmbeddingService,
         bus: EventBus,
     ):
@@ -277,7 +277,7 @@ class KnowledgeRuntimeService:
         self._locks.pop(base_id, None)
         self.indexer.forget_base(base_id)
 
-    async def store(self, base: KnowledgeBase) -> BaseStore:
+    async def store(self, base: KnowledgeBase) -> ChunkStore:
         if base.dimensions is None:
             raise StoreError(f"Knowledge base {base.name} has no vector store (unknown dimensions)")
         store = self.stores.get_if_open(base.id, base.dimensions)

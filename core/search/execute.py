@@ -43,7 +43,7 @@ from .relevance import (
 )
 
 if TYPE_CHECKING:
-    from ktui.core.store import BaseStore
+    from ktui.core.store import ChunkStore
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ ItemFilter = Callable[[str], bool]
 
 async def run_search(
     base: KnowledgeBase,
-    store: BaseStore,
+    store: ChunkStore,
     embeddings: EmbeddingService,
     query: str,
     *,

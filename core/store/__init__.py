@@ -8,12 +8,15 @@ from .base_store import BaseStore
 from .connection import VectorShapeError
 from .manager import StoreManager
 from .matrix_files import Tuning
+from .protocol import ChunkStore, Stores
 from .sidecar import MatrixInfo
 
 __all__ = [
     "BaseStore",
+    "ChunkStore",
     "MatrixInfo",
     "StoreManager",
+    "Stores",
     "Tuning",
     "VectorShapeError",
 ]

@@ -94,6 +94,12 @@ class StoreManager:
             self._stores[base_id] = store
             return store
 
+    def where_of(self, base_id: str) -> str:
+        return str(self.path_for(base_id))
+
+    def exists(self, base_id: str) -> bool:
+        return self.path_for(base_id).exists()
+
     def problem(self, base_id: str) -> str | None:
         """Why the base's store cannot be used right now (None when it can, or when that is
         not known without opening it): cheap — a dict look-up and at most one stat."""

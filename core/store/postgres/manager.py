@@ -12,6 +12,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -105,6 +106,45 @@ class PgStoreManager:
         if store.dimensions != dimensions:
             raise StoreError(f"{store.where} holds {store.dimensions}-dimension vectors, not {dimensions}")
         return store
+
+    def get_if_open(self, base_id: str, dimensions: int) -> PgBaseStore | None:
+        """The base's store if this manager has opened it (no lock, no I/O)."""
+        store = self._stores.get(base_id)
+        return store if store is not None and store.dimensions == dimensions else None
+
+    def problem(self, base_id: str) -> str | None:
+        """Nothing is known without a round trip: a missing table shows when the store is used."""
+        return None
+
+    def where_of(self, base_id: str) -> str:
+        return f"{self.where}, base {base_id}"
+
+    def exists(self, base_id: str) -> bool:
+        self._check_id(base_id)
+        with self._registry(f"look up the store of base {base_id}") as con:
+            row = con.execute(
+                sql.SQL("SELECT 1 FROM {} WHERE base_id = %s").format(sql.Identifier(REGISTRY)), (base_id,)
+            ).fetchone()
+        return row is not None
+
+    def rebuild(self, base_id: str, dimensions: int) -> None:
+        """Drop the base's table (if any) and create an empty one; nothing is kept aside
+        (a table has no half-written file to inspect). Returns None: nothing was moved."""
+        self.destroy(base_id)
+        self.create(base_id, dimensions)
+
+    def set_aside(self, base_id: str, reason: str) -> str | None:
+        """An unusable store is dropped (the base then rebuilds from its sources)."""
+        self.destroy(base_id)
+        return None
+
+    def drop_matrix(self, base_id: str) -> list[Path]:
+        """No derived vector files on PostgreSQL: nothing to delete."""
+        return []
+
+    def stray_files(self, known_ids: set[str]) -> list[Path]:
+        """No files on PostgreSQL (a stray table is dropped by `destroy`)."""
+        return []
 
     def base_ids(self) -> set[str]:
         """Every base that has a store in this schema."""
