@@ -39,6 +39,8 @@ def worker(url: str, schema: str, name: str, mode: str, limit: int, embed_url: s
 def claimed(proc: subprocess.Popen[str]) -> list[str]:
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
+    if line == ["ready"]:
+        line = proc.stdout.readline().split()
     assert line and line[0] == "working", line
     return line[1:]
 

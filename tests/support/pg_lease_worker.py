@@ -3,7 +3,7 @@
     python -m tests.support.pg_lease_worker URL SCHEMA NAME MODE LIMIT [EMBED_URL]
 
 It loops: renew its leases (the heartbeat), sweep up to LIMIT claimable items, do the
-"work" for them, complete them under the lease, until no item is `processing` any more.
+"work" for them, complete them under the lease, until no item is `processing` (or `idle`: not released yet) any more.
 Its clock is the test's (`test_clock`, tests/support/pg_leases.py), so expiry happens
 only when the test moves it. MODE:
 
@@ -15,7 +15,7 @@ only when the test moves it. MODE:
 * ``stall``: claim once, say so, wait for a line on stdin (the test lets its leases
   expire and another worker take the items over meanwhile), then try to complete.
 
-It prints ``working <ids>``, ``done <ids>`` and ``lost <ids>`` lines; a completion
+It prints ``ready`` once connected, then ``working <ids>``, ``done <ids>`` and ``lost <ids>`` lines; a completion
 refused because the lease was lost is recorded in the ``lost`` table.
 """
 
@@ -73,11 +73,15 @@ def main(argv: list[str]) -> int:
         record("done", held, c)
         return complete_items(c, held)
 
+    print("ready", flush=True)
     while True:
         leases.renew(con)
         ids = leases.sweep(con, limit)
         if not ids:
-            (left,) = con.execute("SELECT count(*) FROM knowledge_item WHERE status = 'processing'").fetchone() or (0,)
+            # `idle` items are work not yet released to the queue (the benchmark's start line)
+            (left,) = con.execute(
+                "SELECT count(*) FROM knowledge_item WHERE status IN ('processing', 'idle')"
+            ).fetchone() or (0,)
             if left == 0 or mode in ("hang", "stall"):
                 break
             time.sleep(0.005)  # idle: another worker holds what is left
