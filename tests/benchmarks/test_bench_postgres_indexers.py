@@ -27,7 +27,7 @@ import pytest
 from ktui.core.store.postgres import PgStoreManager
 from tests.support.embedding_server import start_embedding_server
 from tests.support.pg_lease_worker import DIMS
-from tests.support.pg_leases import connect, prepare
+from tests.support.pg_leases import catalogue, completions, connect, prepare
 
 pytestmark = pytest.mark.benchmark
 
@@ -41,8 +41,7 @@ def run(url: str, schema: str, embed_url: str, processes: int) -> float:
     """Items per second with `processes` indexers over ITEMS fresh items."""
     con = connect(url, schema)
     try:
-        con.execute("TRUNCATE knowledge_item CASCADE")
-        con.execute("TRUNCATE done")
+        con.execute("TRUNCATE knowledge_item, done CASCADE")
         prepare(con, ITEMS, prefix=f"p{processes}")
         con.execute("UPDATE knowledge_item SET status = 'idle'")
         procs = [
@@ -65,8 +64,8 @@ def run(url: str, schema: str, embed_url: str, processes: int) -> float:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-        completions = con.execute("SELECT completions, count(*) FROM knowledge_item GROUP BY 1").fetchall()
-        assert completions == [(1, ITEMS)], completions  # every item once
+        counts = completions(con)
+        assert sorted(set(counts.values())) == [1] and len(counts) == ITEMS, counts  # every item once
         (done,) = con.execute("SELECT count(DISTINCT item_id) FROM done").fetchone()
         assert done == ITEMS
         return ITEMS / elapsed
@@ -80,10 +79,9 @@ def test_indexer_processes_scale_on_one_leased_queue(postgres_server, pg_schema)
     server = start_embedding_server(DIMS, subprocess=True)
     try:
         stores.create("bench", DIMS)
+        catalogue(url, pg_schema)
         with connect(url, pg_schema) as con:
             prepare(con)
-            for table in ("work_log", "done", "lost"):
-                con.execute(f"CREATE TABLE {table} (item_id TEXT NOT NULL, worker TEXT NOT NULL)")
         server.faults.delay(LATENCY)
         rates = {n: run(url, pg_schema, server.url, n) for n in (1, 2, 4)}
         print()

@@ -22,7 +22,7 @@ pytest.importorskip("psycopg")
 
 from tests.support.embedding_server import start_embedding_server  # noqa: E402
 from tests.support.pg_lease_worker import TTL  # noqa: E402
-from tests.support.pg_leases import TableClock, connect, prepare  # noqa: E402
+from tests.support.pg_leases import TableClock, catalogue, completions, connect, prepare  # noqa: E402
 from tests.support.processes import alive  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,13 +54,12 @@ def wait_for(check, what: str) -> None:
 
 def test_indexer_processes_one_killed_one_stalled_complete_every_item_exactly_once(postgres_server, pg_schema) -> None:
     url = postgres_server.url
+    catalogue(url, pg_schema)
     con = connect(url, pg_schema)
     server = start_embedding_server(16)
     procs: list[subprocess.Popen[str]] = []
     try:
         ids = prepare(con, 60)
-        for table in ("work_log", "done", "lost"):
-            con.execute(f"CREATE TABLE {table} (item_id TEXT NOT NULL, worker TEXT NOT NULL)")
         server.faults.delay(0.05)  # every embedding request takes 50 ms
         clock = TableClock(con)
 
@@ -94,8 +93,7 @@ def test_indexer_processes_one_killed_one_stalled_complete_every_item_exactly_on
         assert stalled.stdout.readline().split() == ["lost", *sorted(stalled_items)]
         assert stalled.wait(GUARD) == 0
 
-        completions = dict(con.execute("SELECT id, completions FROM knowledge_item").fetchall())
-        assert completions == dict.fromkeys(ids, 1)  # every item once: none twice, none lost
+        assert completions(con) == dict.fromkeys(ids, 1)  # every item once: none twice, none lost
         done = con.execute("SELECT item_id, worker FROM done").fetchall()
         assert sorted(i for i, _ in done) == ids
         assert {w for _, w in done} == {"healthy-0", "healthy-1"}  # the killed and the stalled wrote nothing

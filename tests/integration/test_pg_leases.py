@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("psycopg")
 
 from ktui.core.store.postgres.leases import LeaseOwner, Leases, new_owner  # noqa: E402
-from tests.support.pg_leases import START, complete_items, connect, prepare  # noqa: E402
+from tests.support.pg_leases import START, catalogue, complete_items, completions, connect, prepare  # noqa: E402
 
 TTL = 30.0
 
@@ -26,6 +26,7 @@ class FakeClock:
 
 @pytest.fixture
 def con(postgres_server, pg_schema):
+    catalogue(postgres_server.url, pg_schema)
     connection = connect(postgres_server.url, pg_schema)
     try:
         yield connection
@@ -43,8 +44,8 @@ def owners(clock: FakeClock, n: int = 2) -> list[Leases]:
 
 
 def status(con, item_id: str) -> tuple[str, int]:
-    row = con.execute("SELECT status, completions FROM knowledge_item WHERE id = %s", (item_id,)).fetchone()
-    return (row[0], row[1]) if row else ("gone", 0)
+    row = con.execute("SELECT status FROM knowledge_item WHERE id = %s", (item_id,)).fetchone()
+    return (row[0], completions(con)[item_id]) if row else ("gone", 0)
 
 
 def test_a_lease_is_exclusive_until_it_expires_then_anyone_may_take_it(con, clock) -> None:
@@ -103,7 +104,7 @@ def test_one_renewal_statement_keeps_all_of_an_owners_leases(con, clock) -> None
 def test_the_sweep_takes_unleased_and_expired_processing_items_up_to_its_limit(con, clock) -> None:
     ids = prepare(con, 10)
     con.execute("UPDATE knowledge_item SET status = 'completed' WHERE id = %s", (ids[0],))
-    con.execute("UPDATE knowledge_item SET status = 'failed' WHERE id = %s", (ids[1],))
+    con.execute("UPDATE knowledge_item SET status = 'failed', error = 'interrupted by shutdown' WHERE id = %s", (ids[1],))
     a, b = owners(clock)
     a.claim(con, ids[2:4])
     first = b.sweep(con, limit=3)
@@ -181,6 +182,7 @@ def test_a_lock_held_write_orders_itself_before_a_takeover(postgres_server, pg_s
     """The guard for writes outside the completion (an item's chunks): while the old
     owner's transaction holds the lease row, a takeover waits, so the new owner's write
     comes after it, never before."""
+    catalogue(postgres_server.url, pg_schema)
     con = connect(postgres_server.url, pg_schema)
     other = connect(postgres_server.url, pg_schema)
     try:
@@ -210,6 +212,7 @@ def test_a_lock_held_write_orders_itself_before_a_takeover(postgres_server, pg_s
 
 
 def test_concurrent_sweepers_take_disjoint_items(postgres_server, pg_schema, clock) -> None:
+    catalogue(postgres_server.url, pg_schema)
     setup = connect(postgres_server.url, pg_schema)
     try:
         ids = prepare(setup, 400)
@@ -250,8 +253,9 @@ def test_claim_sweep_renew_complete_interleavings_match_the_model(con) -> None:
     class Machine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            con.execute("TRUNCATE item_lease, knowledge_item")
-            con.execute("INSERT INTO knowledge_item (id) SELECT unnest(%s::text[])", (items,))
+            con.execute("TRUNCATE item_lease, knowledge_item, done")
+            con.execute("INSERT INTO knowledge_item (id, base_id, type, data, status, created_at, updated_at) "
+                        "SELECT i, 'lease-base', 'note', '{}', 'processing', i, i FROM unnest(%s::text[]) i", (items,))
             self.clock = FakeClock()
             self.owners = {n: Leases(LeaseOwner(n), ttl=TTL, clock=self.clock) for n in names}
             self.leases: dict[str, tuple[str, float]] = {}  # item -> (owner, expires)
@@ -308,7 +312,7 @@ def test_claim_sweep_renew_complete_interleavings_match_the_model(con) -> None:
         def agrees(self) -> None:
             rows = con.execute("SELECT item_id, owner, expires_at FROM item_lease").fetchall()
             assert {r[0]: (r[1], r[2]) for r in rows} == self.leases
-            counts = dict(con.execute("SELECT id, completions FROM knowledge_item").fetchall())
+            counts = completions(con)
             assert all(counts[i] == (1 if i in self.done else 0) for i in items)  # never twice
 
     assert ids == []

@@ -70,8 +70,7 @@ def main(argv: list[str]) -> int:
         c.execute(f"INSERT INTO {table} (item_id, worker) SELECT unnest(%s::text[]), %s", (ids, name))
 
     def finish(c: psycopg.Connection[Any], held: list[str]) -> int:
-        record("done", held, c)
-        return complete_items(c, held)
+        return complete_items(c, held, name)
 
     print("ready", flush=True)
     while True:

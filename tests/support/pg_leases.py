@@ -1,49 +1,61 @@
-"""What the lease tests and benchmark share: a catalogue's item table in a PostgreSQL
-schema, the lease table, and a clock the test advances from another process.
+"""What the lease tests and benchmark share: the real PostgreSQL catalogue in a schema
+(PgDatabase's migrations, item_lease included), items in it, and a clock the test
+advances from another process.
 
-Until the PostgreSQL catalogue (PG_PLAN, pgcat) lands, ``knowledge_item`` here is the
-part of the real table the leases use: id, status (with the real CHECK), created_at.
 The clock is a one-row table: every worker process reads it as its now, and the test
-moves it forward, so expiry is driven without anyone sleeping through a TTL.
+moves it forward, so expiry is driven without anyone sleeping through a TTL. Each
+completion also adds a row to ``done`` (item, worker): an item completed twice would
+show there twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from ktui.core.store.postgres.leases import ensure_lease_table
-
-ITEMS_DDL = """
-CREATE TABLE IF NOT EXISTS knowledge_item (
-    id          TEXT PRIMARY KEY,
-    status      TEXT NOT NULL DEFAULT 'processing' CHECK (status IN ('idle', 'processing', 'completed', 'failed')),
-    created_at  TEXT NOT NULL DEFAULT '',
-    completions INTEGER NOT NULL DEFAULT 0
-)"""
-CLOCK_DDL = "CREATE TABLE IF NOT EXISTS test_clock (one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one), now DOUBLE PRECISION NOT NULL)"
+BASE = "lease-base"
 START = 1_000_000.0  # the fake clock's epoch seconds at the start of a test
+CLOCK_DDL = "CREATE TABLE IF NOT EXISTS test_clock (one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one), now DOUBLE PRECISION NOT NULL)"
+LOG_TABLES = ("done", "work_log", "lost")  # (item_id, worker): completions, items started, completions refused
 
 
 def connect(url: str, schema: str) -> psycopg.Connection[Any]:
     """An autocommit connection with `schema` first on its search path."""
     con = psycopg.connect(url, autocommit=True)
-    con.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
     con.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
     return con
 
 
+def catalogue(url: str, schema: str) -> None:
+    """The real catalogue's tables in `schema` (PgDatabase migrates it on open)."""
+    from ktui.core.store.postgres.catalogue import PgDatabase
+
+    async def run() -> None:
+        db = await PgDatabase.open(url, schema=schema)
+        await db.close()
+
+    asyncio.run(run())
+
+
 def prepare(con: psycopg.Connection[Any], items: int = 0, prefix: str = "item") -> list[str]:
-    """The item, lease and clock tables; `items` `processing` items (their ids returned)."""
-    con.execute(ITEMS_DDL)
+    """The clock and log tables and one base (the catalogue must exist: `catalogue`), plus
+    `items` `processing` note items in it (their ids returned)."""
     con.execute(CLOCK_DDL)
     con.execute("INSERT INTO test_clock (now) VALUES (%s) ON CONFLICT DO NOTHING", (START,))
-    ensure_lease_table(con)
+    for table in LOG_TABLES:
+        con.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (item_id TEXT NOT NULL, worker TEXT NOT NULL)").format(
+            sql.Identifier(table)))
+    con.execute(
+        "INSERT INTO knowledge_base (id, name, dimensions, embedding_model_id, created_at, updated_at) "
+        "VALUES (%s, 'leases', 16, 'test::deterministic', 'now', 'now') ON CONFLICT DO NOTHING", (BASE,))
     ids = [f"{prefix}-{n:05d}" for n in range(items)]
     if ids:
-        con.execute("INSERT INTO knowledge_item (id, created_at) SELECT i, i FROM unnest(%s::text[]) i", (ids,))
+        con.execute(
+            "INSERT INTO knowledge_item (id, base_id, type, data, status, created_at, updated_at) "
+            "SELECT i, %s, 'note', '{}', 'processing', i, i FROM unnest(%s::text[]) i", (BASE, ids))
     return ids
 
 
@@ -62,9 +74,16 @@ class TableClock:
         self._con.execute("UPDATE test_clock SET now = now + %s", (seconds,))
 
 
-def complete_items(con: psycopg.Connection[Any], held: list[str]) -> int:
-    """The caller's completion write: held items become `completed`, their completions
-    counted (a second completion of one item would show as 2)."""
-    return con.execute(
-        "UPDATE knowledge_item SET status = 'completed', completions = completions + 1 WHERE id = ANY(%s)", (held,)
-    ).rowcount
+def complete_items(con: psycopg.Connection[Any], held: list[str], worker: str = "test") -> int:
+    """The caller's completion write: held items become `completed`, each completion a
+    row of `done`."""
+    con.execute("INSERT INTO done (item_id, worker) SELECT unnest(%s::text[]), %s", (held, worker))
+    return con.execute("UPDATE knowledge_item SET status = 'completed' WHERE id = ANY(%s)", (held,)).rowcount
+
+
+def completions(con: psycopg.Connection[Any]) -> dict[str, int]:
+    """Item id -> how many times it was completed (0 for none)."""
+    rows = con.execute(
+        "SELECT k.id, count(d.item_id) FROM knowledge_item k LEFT JOIN done d ON d.item_id = k.id GROUP BY k.id"
+    ).fetchall()
+    return {r[0]: int(r[1]) for r in rows}

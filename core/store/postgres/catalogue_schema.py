@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .leases import LEASE_MIGRATION
+
 _V1 = """
 CREATE TABLE knowledge_group (
     id          TEXT PRIMARY KEY,
@@ -138,7 +140,10 @@ CREATE TABLE base_import (
 CREATE INDEX idx_base_import_fingerprint ON base_import (fingerprint);
 """
 
-PG_MIGRATIONS: Sequence[str] = (_V1,)
+PG_MIGRATIONS: Sequence[str] = (
+    _V1,
+    LEASE_MIGRATION,  # item_lease: only PostgreSQL has several indexers (leases.py)
+)
 """PG_MIGRATIONS[n] brings a schema from catalogue version n to n + 1. Append only."""
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

@@ -36,9 +36,11 @@ for a completion in flight and then sees the item is no longer `processing`. A
 statement that still loses a deadlock (a renewal and a takeover crossing on many rows)
 is retried.
 
-The functions take a psycopg connection (autocommit, with the catalogue's schema on
-its search path); :meth:`Leases.complete` opens the transaction (a savepoint inside
-the caller's, if one is open).
+The table is a catalogue migration (``LEASE_MIGRATION``, in
+``catalogue_schema.PG_MIGRATIONS``). The functions take a psycopg connection with the
+catalogue's schema on its search path: autocommit (each call its own transaction), or
+the raw connection of a catalogue write transaction (``SyncConn.raw``), where
+:meth:`Leases.complete` runs in a savepoint of it.
 """
 
 from __future__ import annotations
@@ -70,17 +72,17 @@ RETRIES = 3  # a statement that lost a deadlock is run again this many times
 
 LEASE_TABLE = "item_lease"
 
-# The catalogue migration (PG_PLAN: appended to the PostgreSQL catalogue's migrations
-# once they exist; until then `ensure_lease_table` creates it).
-LEASE_DDL: Sequence[str] = (
-    f"""CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (
+# The catalogue migration that adds the table (appended to catalogue_schema.PG_MIGRATIONS).
+LEASE_MIGRATION = f"""
+-- item leases (core/store/postgres/leases.py): who works on an item, until when
+CREATE TABLE {LEASE_TABLE} (
     item_id     TEXT PRIMARY KEY REFERENCES knowledge_item(id) ON DELETE CASCADE,
     owner       TEXT NOT NULL CHECK (length(owner) > 0),
     expires_at  DOUBLE PRECISION NOT NULL
-)""",
-    # the heartbeat's and release's `WHERE owner = $me`
-    f"CREATE INDEX IF NOT EXISTS {LEASE_TABLE}_owner ON {LEASE_TABLE} (owner)",
-)
+);
+-- the heartbeat's and release's `WHERE owner = $me`
+CREATE INDEX {LEASE_TABLE}_owner ON {LEASE_TABLE} (owner);
+"""
 
 # Now, as SQL: the injected clock's value, else the server's clock. statement_timestamp()
 # rather than clock_timestamp(): the same value everywhere in one statement.
@@ -124,15 +126,6 @@ _HOLDERS = f"SELECT item_id, owner, expires_at FROM {LEASE_TABLE} WHERE item_id 
 def new_owner() -> LeaseOwner:
     """A fresh owner id for one runtime: ``<host>:<pid>:<8 hex digits>``."""
     return LeaseOwner(f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}")
-
-
-def ensure_lease_table(con: psycopg.Connection[Any]) -> None:
-    """Create ``item_lease`` if it is missing (needs ``knowledge_item``), under an advisory
-    lock: several processes open the same schema at once."""
-    with con.transaction():
-        con.execute("SELECT pg_advisory_xact_lock(hashtext('ktui item_lease ' || current_schema()))")
-        for statement in LEASE_DDL:
-            con.execute(statement)
 
 
 @dataclass(frozen=True)
@@ -281,7 +274,7 @@ class Leases:
 __all__ = [
     "CLAIMABLE",
     "HEARTBEAT_EVERY",
-    "LEASE_DDL",
+    "LEASE_MIGRATION",
     "LEASE_TTL",
     "SWEEP_LIMIT",
     "Clock",
@@ -289,6 +282,5 @@ __all__ = [
     "Holder",
     "LeaseOwner",
     "Leases",
-    "ensure_lease_table",
     "new_owner",
 ]
