@@ -33,7 +33,6 @@ from ktui.core.data.item_service import ChildSpec
 from ktui.core.data.item_validation import validate_item_inputs
 from ktui.core.data.item_writes import ItemWrites
 from ktui.core.data.validation import MAX_INPUTS_PER_CALL, require_id
-from ktui.core.db import Database
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import (
     ANY_GROUP,
@@ -46,6 +45,7 @@ from ktui.core.models import (
     NoteItemData,
     SearchMode,
 )
+from tests.support.catalogues import BACKENDS, open_catalogue
 
 pytestmark = pytest.mark.slow  # 2-10 s per test: thousands of inputs each (still runs in CI)
 
@@ -107,7 +107,7 @@ junk = st.recursive(
 
 @dataclass
 class World:
-    db: Database
+    db: Any  # a catalogue of either backend (tests/support/catalogues.py)
     bases: BaseWrites
     items: ItemWrites
     base: KnowledgeBase
@@ -125,15 +125,15 @@ def runner():
         yield r
 
 
-@pytest.fixture
-def world(runner, tmp_path) -> World:
+@pytest.fixture(params=BACKENDS)
+def world(request, runner, tmp_path) -> World:
     real_dir = tmp_path / "docs"
     real_dir.mkdir()
     real_file = real_dir / "a.md"
     real_file.write_text("# a\n")
 
     async def setup() -> World:
-        db = await Database.open(tmp_path / "data")
+        db = await open_catalogue(request.param, request, tmp_path)
         bases, items = BaseWrites(db), ItemWrites(db)
         group = await bases.create_group("G")
         base = await bases.create(name="B", embedding_model_id="builtin::wordllama", dimensions=8,
@@ -161,17 +161,19 @@ def world(runner, tmp_path) -> World:
     runner.run(w.db.close())
 
 
-async def snapshot(db: Database) -> list[tuple]:
-    """Every row of every table, in one round trip."""
-    rows = await db.fetchall(
-        "SELECT 'g', id, json_array(name, created_at, updated_at) FROM knowledge_group "
-        "UNION ALL SELECT 'b', id, json_array(name, group_id, emoji, dimensions, embedding_model_id, status, error, "
-        "rerank_model_id, chunk_size, chunk_overlap, threshold, document_count, search_mode, hybrid_alpha, "
-        "created_at, updated_at) FROM knowledge_base "
-        "UNION ALL SELECT 'i', id, json_array(base_id, group_id, type, data, status, phase, error, created_at, "
-        "updated_at) FROM knowledge_item ORDER BY 1, 2"
-    )
-    return [tuple(r) for r in rows]
+SNAPSHOT = (
+    "SELECT id, name, created_at, updated_at FROM knowledge_group ORDER BY id",
+    "SELECT id, name, group_id, emoji, dimensions, embedding_model_id, status, error, rerank_model_id, chunk_size, "
+    "chunk_overlap, threshold, document_count, search_mode, hybrid_alpha, created_at, updated_at, ocr_enabled, "
+    "ocr_languages, ocr_max_pages FROM knowledge_base ORDER BY id",
+    "SELECT id, base_id, group_id, type, data, status, phase, error, created_at, updated_at FROM knowledge_item "
+    "ORDER BY id",
+)
+
+
+async def snapshot(db: Any) -> list[tuple]:
+    """Every row of every table (the same SQL on both backends)."""
+    return [tuple(r) for query in SNAPSHOT for r in await db.fetchall(query)]
 
 
 def well_formed_id(value: Any) -> bool:
@@ -195,7 +197,7 @@ async def attempt(w: World, call, *, not_found_ok: bool = False) -> Any:
     except NotFoundError:
         if not not_found_ok:
             raise
-    assert not w.db._conn.in_transaction
+    assert not w.db.in_transaction
     assert await snapshot(w.db) == before
     return None
 

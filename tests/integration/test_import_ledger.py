@@ -5,7 +5,8 @@ items in 4 of 12 kills) and importing again made a duplicate. Here a real `ktui 
 import` process is SIGKILLed while it adds items (seen through the catalogue by a
 separate read-only SQLite connection), and the next open must leave no trace of the
 base; and the same document imported twice through the facade makes one base unless
-asked for a copy.
+asked for a copy. The ledger itself (its rows, their cascade) is checked on both
+catalogue backends, SQLite and PostgreSQL (tests/support/catalogues.py).
 """
 
 from __future__ import annotations
@@ -20,12 +21,50 @@ from pathlib import Path
 
 import pytest
 
+from ktui.core.data.base_writes import BaseWrites
+from ktui.core.data.imports import ImportLedger, fingerprint
+from ktui.core.errors import ConstraintError
 from tests.cli.test_cli import Ktui
+from tests.support.catalogues import BACKENDS, open_catalogue
 from tests.support.embedding_server import embedding_server_fixture
 from tests.support.services import FAKE_MODEL, open_service
 
 DIMS = 32
 server = embedding_server_fixture(DIMS, scope="module")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_the_ledger_marks_an_import_until_it_finishes_and_cascades_with_its_base(
+    backend, request, tmp_path: Path
+) -> None:
+    db = await open_catalogue(backend, request, tmp_path)
+    try:
+        bases, ledger = BaseWrites(db), ImportLedger(db)
+        digest = fingerprint({"name": "Field notes", "items": [1, 2]})
+        assert digest == fingerprint({"items": [1, 2], "name": "Field notes"}) and len(digest) == 64
+        base = await bases.create(name="Field notes", embedding_model_id=FAKE_MODEL, dimensions=DIMS,
+                                  import_fingerprint=digest)
+        failed = await bases.create_failed(name="Other", dimensions=None, import_fingerprint=fingerprint("other"))
+        # the rows commit with their bases: unfinished until finished, and no repeat yet
+        assert sorted(await ledger.unfinished()) == sorted([base.id, failed.id])
+        assert await ledger.imported_as(digest) is None
+        await ledger.finish(base.id)
+        assert await ledger.unfinished() == [failed.id]
+        assert await ledger.imported_as(digest) == base.id
+        # a refused base write leaves no ledger row behind
+        with pytest.raises(ValueError):
+            await bases.create(name="Field notes", embedding_model_id=FAKE_MODEL, dimensions=DIMS,
+                               import_fingerprint=digest)
+        assert sorted(await ledger.unfinished()) == [failed.id]
+        with pytest.raises(ConstraintError):  # the schema's own rule: a sha-256 is 64 characters
+            await bases.create(name="Short", embedding_model_id=FAKE_MODEL, dimensions=DIMS, import_fingerprint="ab")
+        assert [b.name for b in await bases.list_all()] == ["Other", "Field notes"]
+        await bases.delete(base.id)
+        assert await ledger.imported_as(digest) is None
+        await bases.delete(failed.id)
+        assert await ledger.unfinished() == []
+    finally:
+        await db.close()
 
 
 def document(name: str, notes: int) -> dict:

@@ -21,15 +21,38 @@ from ktui.core.ids import new_id, utc_now
 NOW = "2026-01-01T00:00:00.000000Z"
 
 
-@pytest.fixture
-async def raw(tmp_path) -> sqlite3.Connection:
-    """A plain sqlite3 connection on a freshly migrated catalogue, foreign keys on."""
+@pytest.fixture(params=["sqlite", "postgres"])
+async def raw(request, tmp_path):
+    """A plain connection in autocommit mode on a freshly migrated catalogue: sqlite3 with
+    foreign keys on, or psycopg on a fresh PostgreSQL schema (PgDatabase's migrations;
+    `?` placeholders translated), so every rule below is checked on both engines."""
+    if request.param == "postgres":
+        from ktui.core.store.postgres.catalogue import PgDatabase, PgSyncConn
+        from ktui.core.store.postgres.connection import Connections
+
+        server, schema = request.getfixturevalue("postgres_server"), request.getfixturevalue("pg_schema")
+        await (await PgDatabase.open(server.url, schema=schema)).close()
+        con = Connections(server.url, schema).connect()
+        yield PgSyncConn(con)
+        con.close()
+        return
     database = await Database.open(tmp_path / "data")
     await database.close()
     conn = sqlite3.connect(tmp_path / "data" / DB_FILENAME, isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
     yield conn
     conn.close()
+
+
+def _integrity_errors() -> tuple[type[Exception], ...]:
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.IntegrityError,)
+    return (sqlite3.IntegrityError, psycopg.errors.IntegrityError)
+
+
+INTEGRITY = _integrity_errors()  # a refused row, on either engine
 
 
 # --- connection and migrations ---------------------------------------------
@@ -302,14 +325,14 @@ BASE_OK = {
 }
 
 
-def insert_base(conn: sqlite3.Connection, **overrides) -> None:
+def insert_base(conn, **overrides) -> None:
     row = {**BASE_OK, **overrides}
     conn.execute(
         f"INSERT INTO knowledge_base ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values())
     )
 
 
-def insert_item(conn: sqlite3.Connection, ident: str, type: str = "file", *, base_id: str = "b1",
+def insert_item(conn, ident: str, type: str = "file", *, base_id: str = "b1",
                 group_id: str | None = None, status: str = "idle", phase: str | None = None,
                 error: str | None = None, data: str = '{"path":"/x","source":"/x"}') -> None:
     conn.execute(
@@ -352,7 +375,7 @@ def insert_item(conn: sqlite3.Connection, ident: str, type: str = "file", *, bas
     ],
 )
 def test_base_check_constraints_refuse_bad_rows(raw, overrides):
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(INTEGRITY):
         insert_base(raw, **overrides)
     assert raw.execute("SELECT count(*) FROM knowledge_base").fetchone()[0] == 0
 
@@ -401,7 +424,7 @@ def test_base_check_constraints_accept_good_rows(raw, overrides):
 )
 def test_item_check_constraints_refuse_bad_rows(raw, kwargs):
     insert_base(raw)
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(INTEGRITY):
         insert_item(raw, "i1", **kwargs)
     assert raw.execute("SELECT count(*) FROM knowledge_item").fetchone()[0] == 0
 
@@ -430,11 +453,11 @@ def test_item_check_constraints_accept_good_rows(raw, kwargs):
 def test_group_owner_must_be_a_container(raw, owner_type):
     insert_base(raw)
     insert_item(raw, "leaf", owner_type)
-    with pytest.raises(sqlite3.IntegrityError, match="directory or sitemap"):
+    with pytest.raises(INTEGRITY, match="directory or sitemap"):
         insert_item(raw, "child", "file", group_id="leaf")
     insert_item(raw, "dir", "directory")
     insert_item(raw, "moved", "file", group_id="dir")
-    with pytest.raises(sqlite3.IntegrityError, match="directory or sitemap"):
+    with pytest.raises(INTEGRITY, match="directory or sitemap"):
         raw.execute("UPDATE knowledge_item SET group_id = 'leaf' WHERE id = 'moved'")
     assert raw.execute("SELECT group_id FROM knowledge_item WHERE id = 'moved'").fetchone()[0] == "dir"
 
@@ -451,19 +474,19 @@ def test_group_owner_must_belong_to_the_same_base(raw):
     insert_base(raw, id="b1")
     insert_base(raw, id="b2")
     insert_item(raw, "dir", "directory", base_id="b1")
-    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+    with pytest.raises(INTEGRITY, match="(?i)foreign key"):
         insert_item(raw, "child", "file", base_id="b2", group_id="dir")
     insert_item(raw, "other", "file", base_id="b2")
-    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+    with pytest.raises(INTEGRITY, match="(?i)foreign key"):
         raw.execute("UPDATE knowledge_item SET group_id = 'dir' WHERE id = 'other'")
 
 
 def test_group_owner_must_exist_and_cannot_be_the_item_itself(raw):
     insert_base(raw)
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(INTEGRITY):
         insert_item(raw, "child", "file", group_id="ghost")
     insert_item(raw, "dir", "directory")
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(INTEGRITY):
         raw.execute("UPDATE knowledge_item SET group_id = 'dir' WHERE id = 'dir'")
 
 
@@ -471,12 +494,12 @@ def test_item_type_cannot_change(raw):
     insert_base(raw)
     insert_item(raw, "dir", "directory")
     insert_item(raw, "child", "file", group_id="dir")
-    with pytest.raises(sqlite3.IntegrityError, match="type cannot change"):
+    with pytest.raises(INTEGRITY, match="type cannot change"):
         raw.execute("UPDATE knowledge_item SET type = 'file' WHERE id = 'dir'")
     raw.execute("UPDATE knowledge_item SET type = 'directory' WHERE id = 'dir'")  # same value is fine
 
 
-def _tree(raw: sqlite3.Connection) -> None:
+def _tree(raw) -> None:
     """b1: d1 / d2 / d3 / f4 (four levels), plus a sibling file f1 under d1 and a root note."""
     insert_base(raw)
     insert_item(raw, "d1", "directory")
