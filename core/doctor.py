@@ -25,9 +25,9 @@ from ktui.core.errors import KnowledgeError, StoreDamagedError, StoreError
 from ktui.core.models import CONTAINER_TYPES, ItemPhase, ItemStatus, KnowledgeBase
 
 if TYPE_CHECKING:
+    from ktui.core.catalogue import Catalogue
     from ktui.core.data.base_service import KnowledgeBaseService
     from ktui.core.data.item_service import KnowledgeItemService
-    from ktui.core.db import Database
     from ktui.core.orchestration import KnowledgeOrchestrationService
     from ktui.core.runtime.service import KnowledgeRuntimeService
 
@@ -58,7 +58,7 @@ class DoctorReport:
 
 
 class Doctor:
-    def __init__(self, db: Database, bases: KnowledgeBaseService, items: KnowledgeItemService,
+    def __init__(self, db: Catalogue, bases: KnowledgeBaseService, items: KnowledgeItemService,
                  runtime: KnowledgeRuntimeService, workflow: KnowledgeOrchestrationService):
         self.db, self.bases, self.items, self.runtime, self.workflow = db, bases, items, runtime, workflow
 
@@ -77,14 +77,21 @@ class Doctor:
         report.findings.append(DoctorFinding(subject, problem, action if done else f"repair would: {action}", done))
 
     async def _catalogue(self, report: DoctorReport) -> None:
-        report.checked.append(str(self.db.path))
+        report.checked.append(self.db.where)
+        if self.db.dialect.name != "sqlite":  # PostgreSQL checks its own pages; the doctor checks it answers
+            try:
+                await self.db.fetchall("SELECT count(*) FROM knowledge_base")
+            except Exception as exc:  # noqa: BLE001 - a check never crashes the doctor
+                report.findings.append(DoctorFinding(self.db.where, f"the catalogue cannot be read: {exc}",
+                                                     "fix the cause (the server, the schema's rights), then run doctor again"))
+            return
         try:
             rows = [str(r[0]) for r in await self.db.fetchall("PRAGMA quick_check(20)")]
         except Exception as exc:  # noqa: BLE001 - a check never crashes the doctor
             rows = [str(exc)]
         if rows != ["ok"]:
             report.findings.append(DoctorFinding(
-                str(self.db.path), "the catalogue fails its integrity check: " + "; ".join(rows),
+                self.db.where, "the catalogue fails its integrity check: " + "; ".join(rows),
                 "not repairable in place: export what is readable (`ktui base export --all`) and import it "
                 "into a new data directory",
             ))

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Unpack
 
+from ktui.core.catalogue import Catalogue
 from ktui.core.config import Settings, load_settings
 from ktui.core.data.base_service import KnowledgeBaseService
 from ktui.core.data.imports import ImportLedger
@@ -32,7 +33,7 @@ from ktui.core.db import Database
 from ktui.core.doctor import DoctorReport
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.engine import RankResult
-from ktui.core.errors import ConfigError, KnowledgeError, ReadOnlyError
+from ktui.core.errors import KnowledgeError, ReadOnlyError
 from ktui.core.lockfile import DataDirLock, HolderInfo, busy_message, read_holder
 from ktui.core.models import (
     ROOT,
@@ -57,9 +58,10 @@ from ktui.core.naming import resolve_base, resolve_group, resolve_item
 from ktui.core.orchestration import KnowledgeOrchestrationService
 from ktui.core.runtime.events import EventBus, Subscription
 from ktui.core.runtime.invariants import check_invariants
+from ktui.core.runtime.remote import RemoteEvents
 from ktui.core.runtime.service import KnowledgeRuntimeService
 from ktui.core.runtime.status import StateWriter
-from ktui.core.store import StoreManager
+from ktui.core.store import StoreManager, Stores
 
 if TYPE_CHECKING:
     from ktui.core.transfer import ImportReport
@@ -69,7 +71,7 @@ ItemInputLike = ItemInput | Mapping[str, Any]
 
 
 class KnowledgeService:
-    def __init__(self, settings: Settings, db: Database, *, read_only: bool = False):
+    def __init__(self, settings: Settings, db: Catalogue, *, read_only: bool = False, stores: Stores | None = None):
         self.settings = settings
         self.read_only = read_only
         self._db = db
@@ -77,7 +79,8 @@ class KnowledgeService:
         self._bases = KnowledgeBaseService(db)
         self._items = KnowledgeItemService(db)
         self._state = StateWriter(db, self._bus)  # every catalogue write, and its event
-        self._stores = StoreManager(settings.data_dir, read_only=read_only)
+        self._stores: Stores = stores if stores is not None else StoreManager(settings.data_dir, read_only=read_only)
+        self._shared = stores is not None  # a shared store (PostgreSQL): every process writes, no lock
         if read_only:  # a reader keeps query embeddings in memory: the cache file is the holder's
             settings = settings.with_(embeddings=replace(settings.embeddings, persistent_cache_entries=0))
         self._embeddings = EmbeddingService(settings)
@@ -102,6 +105,8 @@ class KnowledgeService:
         self._imports = ImportLedger(db)
         self._closed = False
         self._lock: DataDirLock | None = None
+        self._listener: Any = None  # a shared store's LISTEN thread (core/store/postgres/notify.py)
+        self._remote: RemoteEvents | None = None
 
     @classmethod
     async def open(
@@ -135,11 +140,7 @@ class KnowledgeService:
         elif data_dir is not None:
             settings = settings.with_(data_dir=Path(data_dir))
         if settings.store.postgres:
-            raise ConfigError(
-                f"A PostgreSQL store ({settings.store.where}) cannot be opened by this ktui yet: "
-                "the catalogue on PostgreSQL is not wired in; leave the store setting out to use SQLite",
-                key=settings.store.origin or "store.url",
-            )
+            return await cls._open_shared(settings, read_only=read_only)
         if read_only:
             db = await Database.open_readonly(Path(settings.data_dir))
             return cls(settings, db, read_only=True)
@@ -155,6 +156,51 @@ class KnowledgeService:
         try:
             await service._runtime.start(recover=recover, before_recovery=service._discard_interrupted_imports,
                                          recovery_gate=recovery_gate)
+        except BaseException:
+            await service.close()
+            raise
+        return service
+
+    @classmethod
+    async def _open_shared(cls, settings: Settings, *, read_only: bool) -> KnowledgeService:
+        """Open a data directory whose catalogue and chunks live in PostgreSQL (docs/postgres.md).
+
+        Every process is a writer: no lock, no holder. The local data directory keeps the
+        settings, logs and the embedding cache. A writer LISTENs for the other processes'
+        catalogue writes and publishes them as its own events. Recovery of unfinished
+        work and the watched folders are not resumed here: on a shared store they are
+        claimed with leases (not yet), never by whichever process opens next.
+        """
+        from ktui.core.store.postgres import PgStoreManager
+        from ktui.core.store.postgres.catalogue import PgDatabase
+        from ktui.core.store.postgres.notify import Listener, new_origin, with_origin
+
+        assert settings.store.url is not None
+        origin = new_origin()
+        conninfo = with_origin(settings.store.url, origin)
+        schema = settings.store.schema
+        Path(settings.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)  # the local cache lives there
+        db = await PgDatabase.open(conninfo, schema=schema)
+        stores = PgStoreManager(conninfo, schema=schema)
+        service = cls(settings, db, read_only=read_only, stores=stores)
+        try:
+            if not read_only:
+                remote = service._remote = RemoteEvents(db, service._bus)
+                remote.start()
+                loop = asyncio.get_running_loop()
+
+                def on_loop(fn: Callable[..., None], *args: Any) -> None:
+                    try:
+                        loop.call_soon_threadsafe(fn, *args)
+                    except RuntimeError:  # the loop has closed: nobody is listening any more
+                        pass
+
+                listener = service._listener = Listener(
+                    conninfo, schema, origin=origin,
+                    deliver=lambda batch: on_loop(remote.feed, batch), on_resync=lambda: on_loop(remote.resync),
+                )
+                await asyncio.to_thread(listener.start)
+                await service._runtime.start(recover=False)
         except BaseException:
             await service.close()
             raise
@@ -195,6 +241,10 @@ class KnowledgeService:
             return
         self._closed = True
         try:
+            if self._listener is not None:
+                await asyncio.to_thread(self._listener.close)
+            if self._remote is not None:
+                await self._remote.close()
             if not self.read_only:
                 await self._runtime.close()
         finally:

@@ -57,7 +57,9 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     d = {} if top else {"default": argparse.SUPPRESS}
     parser.add_argument("--data-dir", metavar="DIR", help="data directory (default: $KTUI_HOME or the platform's)", **d)
     parser.add_argument("--config", metavar="FILE", help="settings file (default: $KTUI_CONFIG or the platform's)", **d)
-    parser.add_argument("--store", metavar="URL", help=argparse.SUPPRESS, **d)  # not usable yet (docs/postgres.md)
+    parser.add_argument("--store", metavar="URL",
+                        help="postgresql:// URL of a shared store (default: $KTUI_STORE, the settings' [store] url, "
+                             "else SQLite in the data directory; docs/postgres.md)", **d)
     parser.add_argument("--json", action="store_true", help="print data as JSON (shapes: docs/cli.md)", **d)
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs", **d)
 

@@ -73,13 +73,3 @@ def test_the_url_is_never_shown_with_its_secrets(tmp_path):
     assert store.where == "postgresql://bob@db.example:5433/kb (schema ktui)"
     assert SECRET not in repr(store) and SECRET not in repr(load_settings(env={"KTUI_STORE": url}))
     assert redact_store_url("postgresql://postgres:@/postgres?host=/tmp/pg") == "postgresql://postgres@[socket /tmp/pg]/postgres"
-
-
-async def test_until_the_catalogue_is_wired_a_postgres_store_is_refused_clearly(tmp_path):
-    from ktui.core.service import KnowledgeService
-
-    settings = load_settings(env={"KTUI_STORE": f"postgresql://bob:{SECRET}@h/db"}, data_dir=tmp_path)
-    with pytest.raises(ConfigError) as caught:
-        await KnowledgeService.open(settings=settings)
-    assert "cannot be opened by this ktui yet" in str(caught.value) and SECRET not in str(caught.value)
-    assert not (tmp_path / "knowledge.db").exists()

@@ -1,7 +1,7 @@
 """`GET /events`: the runtime's events as server-sent events (sse-starlette).
 
 One SSE message per event: `event:` is the event's type (`ItemChanged`,
-`ItemsAdded`, `ItemsRemoved`, `BaseChanged`, `BaseRemoved`, `QueueStats`), `data:`
+`ItemsAdded`, `ItemsRemoved`, `BaseChanged`, `BaseRemoved`, `QueueStats`, `Resync`), `data:`
 its fields as JSON. The subscription coalesces per item (latest state wins), so
 a slow client never holds the runtime back; it is closed when the client goes.
 A reader (`ktui serve` beside another holder) has no runtime and sends only

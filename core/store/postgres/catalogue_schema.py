@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .leases import LEASE_MIGRATION
+from .notify import NOTIFY_MIGRATION
 
 _V1 = """
 CREATE TABLE knowledge_group (
@@ -143,6 +144,7 @@ CREATE INDEX idx_base_import_fingerprint ON base_import (fingerprint);
 PG_MIGRATIONS: Sequence[str] = (
     _V1,
     LEASE_MIGRATION,  # item_lease: only PostgreSQL has several indexers (leases.py)
+    NOTIFY_MIGRATION,  # every item and base write notifies the other processes (notify.py)
 )
 """PG_MIGRATIONS[n] brings a schema from catalogue version n to n + 1. Append only."""
 

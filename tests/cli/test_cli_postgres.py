@@ -1,0 +1,62 @@
+"""`ktui --store URL`: real `ktui` processes on a shared PostgreSQL store.
+
+Two "machines" (two data directories of their own, two settings files) point at one
+PostgreSQL schema: one indexes a real folder through the embedding server with
+`ktui add DIR --wait`, the other lists and searches it. The URL carries a password
+that must never appear in any output; a bad URL is refused naming the option.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.test_cli import Ktui, server  # noqa: F401 - the module's embedding server fixture
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SECRET = "hunter2-secret"
+
+
+@pytest.fixture
+def store(postgres_server, pg_schema):
+    # pgserver trusts its socket: the password is ignored by the server, but it is in the URL
+    url = postgres_server.url.replace("postgresql://postgres:@", f"postgresql://postgres:{SECRET}@")
+    assert SECRET in url
+    return url, pg_schema
+
+
+def machine(tmp_path, name, server_url, schema):  # noqa: F811
+    ktui = Ktui(tmp_path / name, server_url)
+    ktui.config.write_text(ktui.config.read_text(encoding="utf-8") + f'[store]\nschema = "{schema}"\n', encoding="utf-8")
+    return ktui
+
+
+def test_one_machine_indexes_a_folder_and_another_searches_it(tmp_path, server, store):  # noqa: F811
+    url, schema = store
+    one, two = machine(tmp_path, "one", server.url, schema), machine(tmp_path, "two", server.url, schema)
+    docs = one.work / "docs"
+    (docs / "guide").mkdir(parents=True)
+    (docs / "otters.md").write_text("# Otters\n\nSea otters hold hands while they sleep.\n", encoding="utf-8")
+    (docs / "guide" / "badgers.md").write_text("# Badgers\n\nBadgers dig long tunnels called setts.\n", encoding="utf-8")
+    outputs = [one("--store", url, "base", "create", "Team")]
+    outputs.append(one("--store", url, "add", "Team", str(docs), "--wait"))
+    listed = two.json("--store", url, "base", "list")
+    assert [b["name"] for b in listed["bases"]] == ["Team"]
+    found = two.json("--store", url, "search", "Team", "sea otters sleeping")
+    assert found["results"] and found["results"][0]["metadata"]["source"].endswith("otters.md")
+    # the environment variable works like the option, and the other machine can write too
+    outputs.append(two("add", "Team", "--note", "Otters use stones as tools.", "--wait", env=two.env(KTUI_STORE=url)))
+    items = one.json("--store", url, "items", "Team", "--all")
+    assert len(items["items"]) == 5  # the folder, its sub-folder, two files, the note
+    assert not (one.home / "knowledge.db").exists() and not (two.home / "knowledge.db").exists()
+    outputs.append(one("--store", url, "doctor"))
+    for proc in outputs:
+        assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_a_bad_store_url_is_refused_naming_the_option_and_never_the_password(tmp_path, server):  # noqa: F811
+    ktui = Ktui(tmp_path, server.url)
+    proc = ktui("--store", f"mysql://bob:{SECRET}@db/kb", "base", "list", rc=1)
+    assert "--store" in proc.stderr and "postgresql://" in proc.stderr and SECRET not in proc.stderr
+    proc = ktui("base", "list", rc=1, env=ktui.env(KTUI_STORE=f"postgresql://bob:{SECRET}@db:notaport/kb"))
+    assert "KTUI_STORE" in proc.stderr and SECRET not in proc.stderr

@@ -1,0 +1,96 @@
+"""The facade on a shared PostgreSQL store (`[store] url`): two services on one schema — two
+"machines" with data directories of their own — see each other's bases, items, chunks and
+events (NOTIFY from the catalogue's triggers), and an event listener that lost its connection
+recovers with a Resync. Real PostgreSQL (tests/support/postgres.py), real embedding server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+from ktui.core.config import StoreSettings
+from ktui.core.models import BaseChanged, BaseRemoved, ItemChanged, ItemInput, ItemsAdded, ItemStatus, Resync
+from ktui.core.service import KnowledgeService
+from ktui.core.store.postgres.notify import channel_for
+from tests.support.embedding_server import embedding_server_fixture
+from tests.support.services import FAKE_MODEL, fake_settings
+
+pytestmark = pytest.mark.timeout(180)
+
+server = embedding_server_fixture(32, scope="module")
+
+
+@pytest.fixture
+def shared(tmp_path, server, postgres_server, pg_schema):
+    def settings(machine: str):
+        return fake_settings(tmp_path / machine, server.url).with_(
+            store=StoreSettings(url=postgres_server.url, schema=pg_schema))
+    return settings
+
+
+async def events_until(sub, predicate, what):
+    seen = []
+    while True:
+        batch = await asyncio.wait_for(sub.next_batch(), 60)
+        seen += batch
+        if any(predicate(e) for e in batch):
+            return seen
+        assert not sub.closed, f"subscription closed before {what}"
+
+
+async def test_two_machines_share_bases_items_chunks_and_events(shared, tmp_path, postgres_server, pg_schema):
+    one = await KnowledgeService.open(settings=shared("one"))
+    two = await KnowledgeService.open(settings=shared("two"))
+    try:
+        assert not (tmp_path / "one" / "knowledge.db").exists()  # the catalogue is on the server
+        watching = two.subscribe()
+        base = await one.create_base("Shared", FAKE_MODEL, None)
+        (note,) = await one.add_items(base.id, [ItemInput("note", {"content": "Sea otters hold hands while asleep."})])
+        assert await one.wait_idle(timeout=60)
+        seen = await events_until(
+            watching, lambda e: isinstance(e, ItemChanged) and e.item_id == note.id and e.status == ItemStatus.COMPLETED,
+            "the other machine's item completed")
+        assert BaseChanged(base.id) in seen
+        assert any(isinstance(e, ItemsAdded) and note.id in e.item_ids and e.base_id == base.id for e in seen)
+        # the other machine reads it all: catalogue, chunks, search
+        assert [b.name for b in (await two.list_bases()).items] == ["Shared"]
+        assert (await two.get_item(note.id)).status == ItemStatus.COMPLETED
+        assert [c.item_id for c in await two.list_item_chunks(base.id, note.id)] == [note.id]
+        hits = (await two.search(base.id, "sea otters")).results
+        assert hits and hits[0].item_id == note.id
+        # and writes too: every process is a writer
+        heard_by_one = one.subscribe()
+        await two.delete_base(base.id)
+        await events_until(heard_by_one, lambda e: e == BaseRemoved(base.id), "the base removed elsewhere")
+        assert (await one.list_bases()).total == 0
+        # a process never hears its own writes twice: once a marker sent after its write has
+        # come through its listener, its own notification has been skipped
+        other = await one.create_base("Mine", FAKE_MODEL, None)
+        mine = one.subscribe()
+        (n,) = await one.add_items(other.id, [ItemInput("note", {"content": "Badgers dig setts."})])
+        with psycopg.connect(postgres_server.url, autocommit=True) as con:
+            con.execute("SELECT pg_notify(%s, %s)", (channel_for(pg_schema), '{"k": "bc", "b": "marker"}'))
+        seen = await events_until(mine, lambda e: e == BaseChanged("marker"), "the marker")
+        assert [e for e in seen if isinstance(e, ItemsAdded)] == [ItemsAdded(other.id, (n.id,), None)]  # never coalesced
+        assert await one.wait_idle(timeout=60)
+    finally:
+        await two.close()
+        await one.close()
+
+
+async def test_a_listener_that_lost_its_connection_recovers_with_a_resync(shared, postgres_server):
+    one = await KnowledgeService.open(settings=shared("one"))
+    two = await KnowledgeService.open(settings=shared("two"))
+    try:
+        sub = two.subscribe()
+        pid = two._listener.backend_pid()
+        with psycopg.connect(postgres_server.url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        await events_until(sub, lambda e: isinstance(e, Resync), "the resync")
+        base = await one.create_base("After", FAKE_MODEL, None)
+        await events_until(sub, lambda e: e == BaseChanged(base.id), "an event after the reconnection")
+    finally:
+        await two.close()
+        await one.close()
