@@ -10,7 +10,7 @@ What is checked, and what `repair` does about it:
 | vectors, FTS index and chunk rows agree (`BaseStore.check_invariants`) | the derived vector files are deleted (rebuilt from the rows) |
 | every chunk belongs to a leaf item of its base | the stray chunks are deleted |
 | files under `bases/` that belong to no base | deleted (leftovers of a killed create or delete) |
-| items `processing` that nothing is working on | queued again |
+| items `processing` that nothing is working on (SQLite only: on a shared PostgreSQL store another process may be) | queued again |
 
 Every finding is reported whether or not it was repaired; the report says what was done.
 """
@@ -162,6 +162,10 @@ class Doctor:
                        "deleted it", done)
 
     async def _stuck_items(self, report: DoctorReport) -> None:
+        if self.db.dialect.name != "sqlite":
+            # a shared store: another process may be working on any `processing` item, and
+            # nothing here can tell it from a stuck one (leases will): neither report nor re-queue
+            return
         await self.runtime.recovery.wait()  # a holder's recovery re-queues what it finds: not a finding
         queue = self.runtime.queue
         stuck = [

@@ -94,3 +94,20 @@ async def test_a_listener_that_lost_its_connection_recovers_with_a_resync(shared
     finally:
         await two.close()
         await one.close()
+
+
+async def test_the_doctor_never_takes_another_processs_work_for_stuck_work(shared, postgres_server, pg_schema):
+    one = await KnowledgeService.open(settings=shared("one"))
+    try:
+        base = await one.create_base("Busy", FAKE_MODEL, None)
+        (note,) = await one.add_items(base.id, [ItemInput("note", {"content": "Work in progress elsewhere."})])
+        assert await one.wait_idle(timeout=60)
+        with psycopg.connect(postgres_server.url, autocommit=True) as con:  # as if another machine were reading it now
+            con.execute(f'UPDATE "{pg_schema}".knowledge_item SET status = %s, phase = %s WHERE id = %s',
+                        ("processing", "reading", note.id))
+        report = await one.doctor(repair=True)
+        assert not [f for f in report.findings if note.id in f.subject], report.findings
+        assert one.queue_stats().pending == 0 and (await one.get_item(note.id)).status == ItemStatus.PROCESSING
+        assert any("postgresql://" in c and "schema" in c for c in report.checked)
+    finally:
+        await one.close()
