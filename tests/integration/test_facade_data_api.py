@@ -1,6 +1,8 @@
 """The read/patch Data API and groups on the public facade (`core.service.KnowledgeService`):
 list_bases, get_base, update_base, list_items, get_item, and the group calls, against a
-real service (SQLite, stores, runtime) and a deterministic embedding server on 127.0.0.1."""
+real service (catalogue, stores, runtime) and a deterministic embedding server on 127.0.0.1.
+The `ks` tests run on both backends (SQLite, and a shared PostgreSQL store:
+tests/support/facades.py); the hypothesis fuzz tests (`sync_ks`) on SQLite."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ktui.core.models import (
     SearchMode,
 )
 from tests.support.embedding_server import embedding_server_fixture
+from tests.support.facades import BACKENDS, backend_overrides
 from tests.support.services import FAKE_MODEL, open_service, write_files
 
 DIMS = 16
@@ -30,9 +33,9 @@ DIMS = 16
 server = embedding_server_fixture(DIMS)
 
 
-@pytest.fixture
-async def ks(tmp_path, server):
-    async with open_service(tmp_path / "data", server.url) as service:
+@pytest.fixture(params=BACKENDS)
+async def ks(request, tmp_path, server):
+    async with open_service(tmp_path / "data", server.url, **backend_overrides(request.param, request)) as service:
         yield service
 
 

@@ -1,12 +1,15 @@
 """The knowledge service end to end: the nine operations, their orderings, the queue.
 
-Everything is real: files in tmp_path, SQLite, the per-base stores, and an
-OpenAI-compatible embedding server on 127.0.0.1 (deterministic vectors).
+Everything is real: files in tmp_path, the catalogue and the per-base stores, and an
+OpenAI-compatible embedding server on 127.0.0.1 (deterministic vectors). Every test runs
+on both backends (SQLite, and a shared PostgreSQL store: tests/support/facades.py) except
+the few in SQLITE_ONLY, which say why.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,7 +36,9 @@ from ktui.core.models import (
     ScoreKind,
 )
 from ktui.core.runtime.service import SHUTDOWN_MESSAGE
+from tests.support import services
 from tests.support.embedding_server import embedding_server_fixture
+from tests.support.facades import BACKENDS, backend_overrides
 from tests.support.httpserver import Response, routes, serve
 from tests.support.services import FAKE_MODEL, open_service, write_files
 
@@ -47,6 +52,32 @@ DOCS = {
 
 
 server = embedding_server_fixture(DIMS)
+
+
+# What only the SQLite backend has (or, on PostgreSQL, only the leases will bring)
+SQLITE_ONLY = {
+    "test_shutdown_marks_work_failed_and_reopen_requeues_it": "recovery on PostgreSQL comes with the leases",
+    "test_crash_left_processing_is_requeued_on_open": "recovery on PostgreSQL comes with the leases",
+    "test_a_data_directory_is_used_by_one_process_at_a_time": "on PostgreSQL every process is a writer",
+    "test_restore_aggregates_acceptance_failures_and_drops_the_new_base": "checks the store files under bases/",
+    "test_partial_deletion_is_reported": "blocks the removal of a store file",
+    "test_create_base_rolls_back_when_the_store_cannot_be_created": "makes bases/ unwritable",
+}
+
+
+@pytest.fixture(autouse=True, params=BACKENDS)
+def backend(request, monkeypatch):
+    """Every test on both backends: `open_service` here opens the backend of the parameter."""
+    if request.param == "postgres" and request.node.originalname in SQLITE_ONLY:
+        pytest.skip(SQLITE_ONLY[request.node.originalname])
+    overrides = backend_overrides(request.param, request)
+    original = services.open_service
+
+    def opened(data_dir, server_url, **kw):
+        return original(data_dir, server_url, **overrides, **kw)
+
+    monkeypatch.setattr(sys.modules[__name__], "open_service", opened)
+    return request.param
 
 
 @pytest.fixture
