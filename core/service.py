@@ -33,7 +33,7 @@ from ktui.core.db import Database
 from ktui.core.doctor import DoctorReport
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.engine import RankResult
-from ktui.core.errors import KnowledgeError, ReadOnlyError
+from ktui.core.errors import InvalidOperationError, KnowledgeError, ReadOnlyError
 from ktui.core.lockfile import DataDirLock, HolderInfo, busy_message, read_holder
 from ktui.core.models import (
     ROOT,
@@ -68,6 +68,16 @@ if TYPE_CHECKING:
 
 # What add_items accepts: ItemInput, or its `{"type", "data"}` mapping form (JSON callers).
 ItemInputLike = ItemInput | Mapping[str, Any]
+
+WATCH_NOT_SHARED = (
+    "Watching folders is not available on a shared PostgreSQL store yet: several processes "
+    "would follow the same folder; add it without watch and reindex it to refresh"
+)
+
+
+def _asks_watch(item: ItemInputLike) -> bool:
+    data = item.data if isinstance(item, ItemInput) else item.get("data")
+    return isinstance(data, Mapping) and data.get("watch") is True
 
 
 class KnowledgeService:
@@ -293,6 +303,8 @@ class KnowledgeService:
     async def add_items(self, base_id: str, items: Sequence[ItemInputLike]) -> list[KnowledgeItem]:
         """Accept items; returns once their rows exist (indexing continues in the queue)."""
         self._writable()
+        if self._shared and any(_asks_watch(i) for i in items if isinstance(i, (ItemInput, Mapping))):
+            raise InvalidOperationError(WATCH_NOT_SHARED)
         return await self._workflow.add_items(base_id, items)
 
     async def delete_items(self, base_id: str, item_ids: Sequence[str]) -> None:
@@ -307,6 +319,8 @@ class KnowledgeService:
     async def set_watch(self, base_id: str, item_id: str, watch: bool) -> KnowledgeItem:
         """Follow a top-level folder item's changes while ktui runs (resumed at every start)."""
         self._writable()
+        if self._shared and watch is True:
+            raise InvalidOperationError(WATCH_NOT_SHARED)
         return await self._workflow.set_watch(base_id, item_id, watch)
 
     async def search(

@@ -123,6 +123,10 @@ async def _watched_folders(ks: Any, bases: list[Any]) -> list[tuple[Any, Knowled
 async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
     from ktui.tui.cli_shared import all_bases, err, service
 
+    if settings.store.postgres:
+        err("ktui: error: watching folders is not available on a shared PostgreSQL store yet "
+            f"({settings.store.where}); reindex a folder to refresh it")
+        return EXIT_FAILURE
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     stopped_by: list[str] = []

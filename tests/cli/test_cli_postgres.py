@@ -60,3 +60,6 @@ def test_a_bad_store_url_is_refused_naming_the_option_and_never_the_password(tmp
     assert "--store" in proc.stderr and "postgresql://" in proc.stderr and SECRET not in proc.stderr
     proc = ktui("base", "list", rc=1, env=ktui.env(KTUI_STORE=f"postgresql://bob:{SECRET}@db:notaport/kb"))
     assert "KTUI_STORE" in proc.stderr and SECRET not in proc.stderr
+    proc = ktui("--store", f"postgresql://bob:{SECRET}@127.0.0.1:9/kb", "watch", rc=1)  # refused before connecting
+    assert "not available on a shared PostgreSQL store" in proc.stderr and "bob@127.0.0.1:9/kb" in proc.stderr
+    assert SECRET not in proc.stderr
