@@ -131,3 +131,29 @@ async def test_watching_folders_is_refused_on_a_shared_store(shared, tmp_path):
         assert await one.wait_idle(timeout=60)
     finally:
         await one.close()
+
+
+async def test_export_from_sqlite_imports_into_postgresql_and_back(shared, tmp_path, server):
+    folder = tmp_path / "folder"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "otters.md").write_text("# Otters\n\nSea otters hold hands while asleep.\n", encoding="utf-8")
+    (folder / "sub" / "badgers.md").write_text("# Badgers\n\nBadgers dig setts.\n", encoding="utf-8")
+    local = await KnowledgeService.open(settings=fake_settings(tmp_path / "local", server.url))
+    pg = await KnowledgeService.open(settings=shared("pg"))
+    try:
+        base = await local.create_base("Moved", FAKE_MODEL, None, search_mode="bm25", chunk_size=256, chunk_overlap=20)
+        await local.add_items(base.id, [ItemInput("directory", {"path": str(folder)}),
+                                        ItemInput("note", {"content": "Beavers build dams."})])
+        assert await local.wait_idle(timeout=60)
+        report = await pg.import_bases(await local.export_bases([base.id]))
+        (moved,) = (await pg.list_bases()).items
+        assert report is not None and (moved.name, moved.search_mode.value, moved.chunk_size) == ("Moved", "bm25", 256)
+        assert await pg.wait_idle(timeout=60)
+        assert (await pg.search(moved.id, "sea otters")).results[0].metadata["source"].endswith("otters.md")
+        assert (await pg.item_counts())[moved.id] == 5  # folder, sub-folder, two files, the note
+        back = await local.import_bases(await pg.export_bases([moved.id]), again=True)
+        assert back is not None and (await local.list_bases()).total == 2
+        assert await local.wait_idle(timeout=60)
+    finally:
+        await pg.close()
+        await local.close()
