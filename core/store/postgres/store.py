@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -199,8 +200,44 @@ class PgBaseStore(HybridSearch):
         """Replace every chunk of ``item_id`` with ``chunks`` in ONE transaction; returns the new chunk ids."""
         return self.replace_items([(item_id, chunks, vectors)])[0]
 
-    def replace_items(self, entries: Sequence[tuple[str, Sequence[Chunk], np.ndarray]]) -> list[list[str]]:
-        """Replace the chunks of several items in ONE transaction; on any failure nothing changes."""
+    @contextmanager
+    def _joined(self, con: psycopg.Connection[Any] | None, action: str) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection for one job, or the caller's `con` with its transaction open
+        (the catalogue's, `PgDatabase.run_in_transaction`: an item's chunks and its status
+        commit together); failures become StoreError either way."""
+        if con is None:
+            with self._job(action) as own:
+                yield own
+            return
+        if self._closed:
+            raise StoreError(f"{self.where} is closed")
+        try:
+            yield con
+        except psycopg.Error as exc:
+            detail = scrub(str(exc).strip() or type(exc).__name__, self._pool.url)
+            raise StoreError(f"{self.where}: could not {action}: {detail}") from exc
+
+    def _index_later(self, con: psycopg.Connection[Any], rows: int) -> None:
+        """After a write inside the caller's transaction: build the HNSW index, when due, on a
+        thread of its own (it waits for that transaction to end; never inside it)."""
+        if rows < self.tuning.hnsw_from or self.dimensions > HNSW_MAX_DIMENSIONS or self._index_exists(con):
+            return
+
+        def build() -> None:
+            try:
+                self.build_index()
+            except StoreError as exc:
+                log.warning("%s: the HNSW index could not be built (searches stay exact): %s", self.where, exc)
+
+        threading.Thread(target=build, name="ktui-hnsw-build", daemon=True).start()
+
+    def replace_items(
+        self, entries: Sequence[tuple[str, Sequence[Chunk], np.ndarray]], *, con: psycopg.Connection[Any] | None = None
+    ) -> list[list[str]]:
+        """Replace the chunks of several items in ONE transaction; on any failure nothing changes.
+
+        With `con` (a connection to the same schema inside an open transaction) the write
+        joins that transaction (as a savepoint) and commits or rolls back with it."""
         rows: list[tuple[Any, ...]] = []
         ids: list[list[str]] = []
         for item_id, chunks, vectors in entries:
@@ -216,7 +253,8 @@ class PgBaseStore(HybridSearch):
             return ids
         items = [e[0] for e in entries]
         what = f"write chunks of {len(items)} items" if len(items) > 1 else f"write chunks of item {items[0]}"
-        with self._job(what) as con:
+        joined = con is not None
+        with self._joined(con, what) as con:
             with con.transaction():
                 self._bump(con)
                 deleted, deleted_length = self._delete(con, sql.SQL("item_id = ANY(%s)"), items)
@@ -230,16 +268,20 @@ class PgBaseStore(HybridSearch):
                             rows,
                         )
                 total = self._add_rows(con, len(rows) - deleted, sum(r[-1] for r in rows) - deleted_length)
-            self._maybe_build_index(con, total)
+            if joined:
+                self._index_later(con, total)
+            else:
+                self._maybe_build_index(con, total)
         return ids
 
-    def delete_items(self, item_ids: Iterable[str]) -> int:
-        """Delete every chunk of these items in one transaction; returns how many were deleted."""
+    def delete_items(self, item_ids: Iterable[str], *, con: psycopg.Connection[Any] | None = None) -> int:
+        """Delete every chunk of these items in one transaction; returns how many were deleted.
+        With `con`, inside the caller's open transaction (see `replace_items`)."""
         wanted = list(dict.fromkeys(id_list(item_ids)))
         if not wanted:
             return 0
         deleted = 0
-        with self._job("delete items") as con:
+        with self._joined(con, "delete items") as con:
             with con.transaction():
                 self._bump(con)
                 deleted, length = self._delete(con, sql.SQL("item_id = ANY(%s)"), wanted)
