@@ -15,9 +15,15 @@ the import ledger and recovery run on it unchanged:
   one after another as SQLite's ``BEGIN IMMEDIATE`` makes them: the data layer reads
   then writes (container reconciliation, unique names) and relies on it. Reads never
   wait for it;
-* ``run_in_transaction`` runs in psycopg's pipeline mode: statements whose results
-  are not looked at (BEGIN, the lock, COMMIT, writes whose rowcount nobody asks) go
-  out with the next one that is, not in a round trip of their own;
+* ``run_in_transaction`` (the state writer's hot path: phases, statuses, completions,
+  reconciliation, item deletes) runs in psycopg's pipeline mode: statements whose
+  results are not looked at (BEGIN, the lock, writes whose rowcount nobody asks) go
+  out without waiting for their answer. Its commits do not wait for the WAL flush
+  (``synchronous_commit = off`` for that transaction: a fsync per status write was
+  ~80 % of its time): a crash of the *server* may undo its last fraction of a second
+  of them (never half a transaction), the loss SQLite's ``synchronous = NORMAL``
+  accepts on a power cut; such items are found `processing` and indexed again.
+  ``transaction()`` (bases, groups, new items, imports) commits durably;
 * a schema rule's refusal raises ConstraintError, any other PostgreSQL failure a
   StoreError naming the server without credentials (:func:`.connection.redact`).
 
@@ -48,6 +54,9 @@ from .catalogue_schema import PG_SCHEMA_VERSION, VERSION_TABLE, migration_script
 from .connection import Connections, gone, scrub
 
 T = TypeVar("T")
+
+# run_in_transaction's commits do not wait for the WAL flush (see the module docstring)
+ASYNC_COMMIT = "SET LOCAL synchronous_commit = off"
 
 
 # --- SQL text and rows ------------------------------------------------------------
@@ -236,6 +245,7 @@ class PgDatabase:
     """The catalogue in one PostgreSQL schema (see the module docstring)."""
 
     dialect: PgDialect = POSTGRES
+    pipelined = True  # run_in_transaction in pipeline mode (False: a round trip per statement; benchmarks compare)
 
     def __init__(self, pool: Connections):
         self._pool = pool
@@ -412,9 +422,15 @@ class PgDatabase:
 
         def run(con: psycopg.Connection[Any]) -> T:
             try:
+                if not self.pipelined:
+                    con.execute(f"BEGIN; {self._lock_sql}; {ASYNC_COMMIT}".encode())
+                    result = fn(PgSyncConn(con))
+                    con.execute("COMMIT")
+                    return result
                 with con.pipeline() as pipeline:
                     con.execute("BEGIN")
                     con.execute(self._lock_sql)
+                    con.execute(ASYNC_COMMIT)
                     result = fn(PgSyncConn(con, pipeline))
                     con.execute("COMMIT")
             except BaseException:
