@@ -58,7 +58,7 @@ from ktui.core.naming import resolve_base, resolve_group, resolve_item
 from ktui.core.orchestration import KnowledgeOrchestrationService
 from ktui.core.runtime.events import EventBus, Subscription
 from ktui.core.runtime.invariants import check_invariants
-from ktui.core.runtime.remote import RemoteEvents
+from ktui.core.runtime.remote import RemoteEvents, progress_payload
 from ktui.core.runtime.service import KnowledgeRuntimeService
 from ktui.core.runtime.status import StateWriter
 from ktui.core.store import StoreManager, Stores
@@ -117,6 +117,7 @@ class KnowledgeService:
         self._lock: DataDirLock | None = None
         self._listener: Any = None  # a shared store's LISTEN thread (core/store/postgres/notify.py)
         self._remote: RemoteEvents | None = None
+        self._relay: Any = None  # a shared store's progress relay (notify.py ProgressRelay)
 
     @classmethod
     async def open(
@@ -183,7 +184,7 @@ class KnowledgeService:
         """
         from ktui.core.store.postgres import PgStoreManager
         from ktui.core.store.postgres.catalogue import PgDatabase
-        from ktui.core.store.postgres.notify import Listener, new_origin, with_origin
+        from ktui.core.store.postgres.notify import Listener, ProgressRelay, new_origin, with_origin
 
         assert settings.store.url is not None
         origin = new_origin()
@@ -210,6 +211,9 @@ class KnowledgeService:
                     deliver=lambda batch: on_loop(remote.feed, batch), on_resync=lambda: on_loop(remote.resync),
                 )
                 await asyncio.to_thread(listener.start)
+                relay = service._relay = ProgressRelay(conninfo, schema, origin=origin)
+                relay.start()
+                service._state.relay_progress = lambda e: relay.send(progress_payload(e))
                 await service._runtime.start(recover=False)
         except BaseException:
             await service.close()
@@ -255,6 +259,9 @@ class KnowledgeService:
                 await asyncio.to_thread(self._listener.close)
             if self._remote is not None:
                 await self._remote.close()
+            if self._relay is not None:
+                self._state.relay_progress = None
+                await asyncio.to_thread(self._relay.close)
             if not self.read_only:
                 await self._runtime.close()
         finally:

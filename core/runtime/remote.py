@@ -10,7 +10,11 @@ published for the same writes, and publishes them on the process's EventBus:
   query per batch for all the batch's changed items (a row gone meanwhile is skipped);
 * items removed (``ir``) -> ``ItemsRemoved`` per base, runs merged;
 * a base changed / removed (``bc`` / ``br``) -> ``BaseChanged`` / ``BaseRemoved`` (the
-  item events of a base removed in the same batch are dropped: its rows cascaded).
+  item events of a base removed in the same batch are dropped: its rows cascaded);
+* a running item's progress (``ip``, not written: the writer's `ProgressRelay`) ->
+  ``ItemChanged`` with the fraction, dropped when the item's latest re-read state is
+  terminal or it was removed (progress travels apart from the writes, so it may arrive
+  after the item completed).
 
 A receiver never rescans a base per event; what it shows it re-reads by id (or, after a
 ``Resync``, once). Batches are applied one after another by one task, in arrival order.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -40,6 +45,7 @@ log = logging.getLogger(__name__)
 
 Payload = dict[str, Any]
 READ_CHUNK = 500  # ids per re-read statement
+TERMINAL_KEPT = 100_000  # items remembered as finished (late progress of theirs is dropped)
 
 
 class Reader(Protocol):
@@ -54,6 +60,7 @@ class RemoteEvents:
         self._bus = bus
         self._queue: asyncio.Queue[list[Payload] | Resync] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._finished: OrderedDict[str, None] = OrderedDict()  # terminal or removed, most recent last
         self.applied = 0  # payloads applied so far (tests wait on it)
 
     def start(self) -> None:
@@ -100,16 +107,33 @@ class RemoteEvents:
         events = translate(payloads)
         changed = [e.item_id for e in events if isinstance(e, _Changed)]
         rows = await self._reread(changed) if changed else {}
+        for item_id, row in rows.items():
+            self._finish(item_id, row.status != ItemStatus.PROCESSING)
+        for event in events:
+            if isinstance(event, ItemsRemoved):
+                for item_id in event.item_ids:
+                    self._finish(item_id, True)
         out: list[Event] = []
         for event in events:
             if isinstance(event, _Changed):
                 fresh = rows.get(event.item_id)
                 if fresh is not None:
                     out.append(fresh)
+            elif isinstance(event, ItemChanged) and event.item_id in self._finished:
+                continue  # progress that arrived after the item finished
             else:
                 out.append(event)
         self._bus.publish_all(out)
         self.applied += len(payloads)
+
+    def _finish(self, item_id: str, finished: bool) -> None:
+        if not finished:
+            self._finished.pop(item_id, None)
+            return
+        self._finished[item_id] = None
+        self._finished.move_to_end(item_id)
+        if len(self._finished) > TERMINAL_KEPT:
+            self._finished.popitem(last=False)
 
     async def _reread(self, item_ids: list[str]) -> dict[str, ItemChanged]:
         unique = list(dict.fromkeys(item_ids))
@@ -138,8 +162,8 @@ class _Changed:
 def translate(payloads: list[Payload]) -> list[Event | _Changed]:
     """The events of a batch of payloads, in order; ItemChanged left as placeholders."""
     removed_bases = {p["b"] for p in payloads if p.get("k") == "br"}
-    out: list[Event | _Changed | tuple[str, str, str | None, list[str]]] = []
-    seen_changed: set[str] = set()
+    out: list[Event | _Changed | tuple[str, str, str | None, list[str]] | None] = []
+    changed_at: dict[str, int] = {}
     seen_bases: set[str] = set()
     for p in payloads:
         kind, base_id, item_id = p.get("k"), p["b"], p.get("i")
@@ -161,11 +185,34 @@ def translate(payloads: list[Payload]) -> list[Event | _Changed]:
                 last[3].append(item_id)  # a run of the same kind, base and parent: one event
             else:
                 out.append((kind, base_id, parent, [item_id]))
-        elif kind == "ic" and item_id not in seen_changed:
-            seen_changed.add(item_id)  # re-read once: the row's latest state covers every change
+        elif kind == "ic":
+            # re-read once, in the place of its last change: the row's latest state covers
+            # every change, and comes after any progress of the item sent before it
+            if item_id in changed_at:
+                out[changed_at[item_id]] = None
+            changed_at[item_id] = len(out)
             out.append(_Changed(item_id))
+        elif kind == "ip":
+            out.append(_progress(base_id, item_id, p))
     return [
         (ItemsAdded(e[1], tuple(e[3]), e[2]) if e[0] == "ia" else ItemsRemoved(e[1], tuple(e[3])))
         if isinstance(e, tuple) else e
-        for e in out
+        for e in out if e is not None
     ]
+
+
+def progress_payload(event: ItemChanged) -> Payload:
+    """The ``ip`` payload of a running item's progress event (what `_progress` reads back)."""
+    return {"k": "ip", "b": event.base_id, "i": event.item_id, "ph": event.phase.value if event.phase else None,
+            "p": event.progress, "op": list(event.ocr_pages) if event.ocr_pages else None}
+
+
+def _progress(base_id: str, item_id: str, p: Payload) -> ItemChanged:
+    phase, fraction, pages = p.get("ph"), p.get("p"), p.get("op")
+    return ItemChanged(
+        base_id, item_id, ItemStatus.PROCESSING,
+        ItemPhase(phase) if phase in {ph.value for ph in ItemPhase} else None,
+        None,
+        float(fraction) if isinstance(fraction, (int, float)) and not isinstance(fraction, bool) else None,
+        (int(pages[0]), int(pages[1])) if isinstance(pages, list) and len(pages) == 2 else None,
+    )

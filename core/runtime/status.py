@@ -55,6 +55,8 @@ class StateWriter:
         self._items = ItemWrites(db)
         self._bases = BaseWrites(db)
         self.bus = bus
+        # a shared store's relay of progress to the other processes (progress is never written)
+        self.relay_progress: Callable[[ItemChanged], None] | None = None
 
     # --- items: creation ---------------------------------------------------
 
@@ -145,7 +147,10 @@ class StateWriter:
         ocr_pages: tuple[int, int] | None = None,
     ) -> None:
         """A running item's progress: published, not written (it changes many times a second)."""
-        self.bus.publish(ItemChanged(item.base_id, item.id, ItemStatus.PROCESSING, phase, None, fraction, ocr_pages))
+        event = ItemChanged(item.base_id, item.id, ItemStatus.PROCESSING, phase, None, fraction, ocr_pages)
+        self.bus.publish(event)
+        if self.relay_progress is not None:
+            self.relay_progress(event)
 
     # --- items: deletion -----------------------------------------------------
 

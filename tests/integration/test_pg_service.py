@@ -157,3 +157,29 @@ async def test_export_from_sqlite_imports_into_postgresql_and_back(shared, tmp_p
     finally:
         await pg.close()
         await local.close()
+
+
+async def test_progress_crosses_processes_but_never_after_the_item_finished(shared):
+    from dataclasses import replace
+
+    from ktui.core.models import ItemPhase
+
+    one = await KnowledgeService.open(settings=shared("one"))
+    two = await KnowledgeService.open(settings=shared("two"))
+    try:
+        sub = two.subscribe()
+        base = await one.create_base("Progress", FAKE_MODEL, None)
+        (note,) = await one.add_items(base.id, [ItemInput("note", {"content": "Otters."})])
+        assert await one.wait_idle(timeout=60)
+        await events_until(sub, lambda e: isinstance(e, ItemChanged) and e.item_id == note.id
+                           and e.status == ItemStatus.COMPLETED, "the item completed elsewhere")
+        running = replace(note, id="still-running")  # progress is never written: any item will do
+        one._state.progress(note, ItemPhase.EMBEDDING, 0.25)  # late: two knows it completed
+        one._state.progress(running, ItemPhase.EMBEDDING, 0.5, (1, 4))
+        seen = await events_until(sub, lambda e: isinstance(e, ItemChanged) and e.item_id == "still-running",
+                                  "the running item's progress")
+        assert ItemChanged(base.id, "still-running", ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None, 0.5, (1, 4)) in seen
+        assert not [e for e in seen if isinstance(e, ItemChanged) and e.item_id == note.id and e.progress is not None]
+    finally:
+        await two.close()
+        await one.close()

@@ -69,8 +69,8 @@ async def test_a_batch_becomes_the_events_of_those_writes_with_state_re_read_onc
         events = await until(sub, 5)
         assert events == [
             ItemsAdded(base.id, (a, b), None),
-            ItemChanged(base.id, a, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None),
             ItemChanged(base.id, b, ItemStatus.FAILED, None, "boom"),
+            ItemChanged(base.id, a, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None),  # in its last change's place
             ItemsRemoved(base.id, ("x1", "x2")),
             BaseChanged(base.id),
         ]
@@ -93,3 +93,12 @@ def test_a_removed_base_takes_its_item_events_with_it():
 def test_a_hundred_thousand_additions_under_one_parent_are_one_event():
     out = translate([{"k": "ia", "b": "b", "i": f"i{n}", "g": "p"} for n in range(100_000)])
     assert len(out) == 1 and len(out[0].item_ids) == 100_000
+
+
+def test_an_items_re_read_takes_the_place_of_its_last_change_after_its_progress():
+    from ktui.core.runtime.remote import _Changed
+
+    out = translate([{"k": "ic", "b": "b", "i": "a"}, {"k": "ip", "b": "b", "i": "a", "ph": "embedding", "p": 0.5},
+                     {"k": "ic", "b": "b", "i": "a"}])
+    assert isinstance(out[0], ItemChanged) and out[0].progress == 0.5 and out[0].phase == ItemPhase.EMBEDDING
+    assert isinstance(out[1], _Changed) and len(out) == 2

@@ -117,6 +117,71 @@ CREATE TRIGGER knowledge_base_notify AFTER INSERT OR UPDATE OR DELETE ON knowled
 """
 
 
+class ProgressRelay:
+    """Sends running items' progress (never written to the catalogue) to the other processes.
+
+    `send(payload)` may be called from any thread, as often as progress changes: the
+    latest payload per item waits, and a thread of its own sends what waits at most every
+    `interval` seconds, all items in one statement, on a connection of its own (kind
+    ``ip``: base, item, phase ``ph``, fraction ``p``, OCR pages ``op``). Progress is
+    best effort: a failed send is dropped and the connection made again on the next.
+    """
+
+    def __init__(self, url: str, schema: str, *, origin: str, interval: float = 0.25) -> None:
+        self.url = url
+        self.channel = channel_for(schema)
+        self.origin = origin
+        self.interval = interval
+        self._pending: dict[str, Payload] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._con: psycopg.Connection[Any] | None = None
+        self._thread = threading.Thread(target=self._run, name=f"ktui-progress-{self.channel}", daemon=True)
+        self.sent = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def send(self, payload: Payload) -> None:
+        with self._lock:
+            self._pending[str(payload.get("i"))] = {"o": self.origin, **payload}
+        self._wake.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=CONNECT_TIMEOUT + 5)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._wake.wait()
+                self._wake.clear()
+                with self._lock:
+                    batch, self._pending = list(self._pending.values()), {}
+                if batch and not self._stop.is_set():
+                    self._send(batch)
+                self._stop.wait(self.interval)
+        finally:
+            if self._con is not None:
+                self._con.close()
+
+    def _send(self, batch: list[Payload]) -> None:
+        try:
+            if self._con is None or self._con.closed or self._con.broken:
+                self._con = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+            self._con.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
+                              (self.channel, [json.dumps(p, separators=(",", ":")) for p in batch]))
+            self.sent += len(batch)
+        except psycopg.Error as exc:
+            log.debug("progress relay to %s failed: %s", redact(self.url), scrub(str(exc), self.url))
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+
 def parse_payload(text: str) -> Payload | None:
     try:
         payload = json.loads(text)
