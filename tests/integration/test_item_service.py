@@ -401,3 +401,30 @@ async def test_set_status_accepts_plain_strings_and_refuses_unknown_values(items
             await items.set_status(f.id, status, phase, error)
         assert set(exc.value.errors) == {field}
     assert await snapshot(db) == before
+
+
+async def test_the_reads_each_engine_spells_its_own_way(items, bases, base):
+    """Recovery's rowid pages, the JSON fields of `data` (a dialect hook) and the tree
+    queries give the same answers on both backends."""
+    watched = ValidItem(ItemType.DIRECTORY, DirectoryItemData(path="/w", source="/w", watch=True))
+    (folder, plain, n1, n2) = await items.create_roots(base.id, [watched, directory("/p"), note("a"), note("b")])
+    kids = await items.create_children(base.id, folder.id, [file_spec("x"), file_spec("y")])
+    assert [d.id for d in await items.watched_directories()] == [folder.id]
+    await items.update_data(n1.id, NoteItemData(content="a", source="note", window_overflow={"chunks": 2}))
+    assert [i.id for i in await items.over_window(base.id)] == [n1.id]
+    assert await items.statuses_below([folder.id]) == {k.id: ItemStatus.PROCESSING for k in kids}
+    assert await items.has_children(folder.id) and not await items.has_children(plain.id)
+    # unfinished items a page at a time, in creation (rowid) order; roots flagged
+    page = await items.unfinished_page(ItemStatus.PROCESSING, 0, 3)
+    assert [p[1] for p in page] == [folder.id, plain.id, n1.id] and [p[2] for p in page] == [True] * 3
+    rest = await items.unfinished_page(ItemStatus.PROCESSING, page[-1][0], 10)
+    assert [p[1] for p in rest] == [n2.id, *(k.id for k in kids)] and [p[2] for p in rest] == [True, False, False]
+    await items.set_status(n1.id, ItemStatus.FAILED, error="interrupted by shutdown")
+    await items.set_status(n2.id, ItemStatus.FAILED, error="no space left on device: /x")
+    await items.set_status(kids[0].id, ItemStatus.FAILED, error="unreadable")
+    failed = ItemStatus.FAILED
+    assert [p[1] for p in await items.unfinished_page(failed, 0, 10, errors=["interrupted by shutdown"])] == [n1.id]
+    assert [p[1] for p in await items.unfinished_page(failed, 0, 10, error_prefix="no space left")] == [n2.id]
+    assert [p[1] for p in await items.unfinished_page(
+        failed, 0, 10, errors=["unreadable"], error_prefix="no space left")] == [n2.id, kids[0].id]
+    assert await items.unfinished_page(failed, 0, 10) == []  # neither errors nor a prefix: none
