@@ -63,3 +63,51 @@ def test_a_bad_store_url_is_refused_naming_the_option_and_never_the_password(tmp
     proc = ktui("--store", f"postgresql://bob:{SECRET}@127.0.0.1:9/kb", "watch", rc=1)  # refused before connecting
     assert "not available on a shared PostgreSQL store" in proc.stderr and "bob@127.0.0.1:9/kb" in proc.stderr
     assert SECRET not in proc.stderr
+
+
+def test_ktui_serve_streams_another_processs_indexing(tmp_path, server, store):  # noqa: F811
+    import asyncio
+    import json
+
+    import httpx
+
+    from ktui.core.config import StoreSettings
+    from ktui.core.models import ItemInput
+    from ktui.core.service import KnowledgeService
+    from tests.support.frontends import ServeProcess, Workspace
+    from tests.support.services import FAKE_MODEL, fake_settings
+
+    url, schema = store
+    ws = Workspace(tmp_path / "serving", server.url)
+    ws.config.write_text(ws.config.read_text(encoding="utf-8") + f'[store]\nurl = "{url}"\nschema = "{schema}"\n',
+                         encoding="utf-8")
+    proc = ServeProcess(ws)
+    try:
+        with httpx.Client(base_url=proc.url, timeout=60) as client, client.stream("GET", "/events") as stream:
+            lines = stream.iter_lines()
+            assert next(lines).startswith(":")
+
+            async def elsewhere() -> tuple[str, str]:
+                settings = fake_settings(tmp_path / "other", server.url).with_(store=StoreSettings(url=url, schema=schema))
+                async with await KnowledgeService.open(settings=settings) as ks:
+                    base = await ks.create_base("Served", FAKE_MODEL, None)
+                    (note,) = await ks.add_items(base.id, [ItemInput("note", {"content": "Seen from the server."})])
+                    await ks.wait_idle(timeout=60)
+                    return base.id, note.id
+
+            base_id, note_id = asyncio.run(elsewhere())
+            seen, event = [], None
+            for line in lines:
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and event:
+                    data = json.loads(line.split(":", 1)[1])
+                    seen.append((event, data))
+                    if event == "ItemChanged" and data["item_id"] == note_id and data["status"] == "completed":
+                        break
+            assert ("BaseChanged", {"base_id": base_id}) in seen
+            assert any(k == "ItemsAdded" and note_id in d["item_ids"] for k, d in seen)
+            assert [b["name"] for b in client.get("/knowledge-bases").json()["items"]] == ["Served"]
+    finally:
+        proc.stop()
+    assert SECRET not in "".join(proc.lines) + (proc.proc.stderr.read() if proc.proc.stderr else "")
