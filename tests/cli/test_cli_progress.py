@@ -131,7 +131,7 @@ class CountingService:
 
 async def test_follow_counts_a_folder_without_looking_items_up(tmp_path, server):
     files = {f"d{i % 3}/n{i}.md": f"# Note {i}\n\nOtters number {i} float.\n" for i in range(30)}
-    files["empty.md"] = ""
+    files["binary.md"] = "\x00\x01\x02" * 40  # not text: it fails (an empty file would be skipped)
     folder = write_files(tmp_path / "notes", files)
     async with open_service(tmp_path / "data", server.url) as real:
         ks = CountingService(real)
@@ -141,16 +141,16 @@ async def test_follow_counts_a_folder_without_looking_items_up(tmp_path, server)
         out = io.StringIO()
         outcome = await follow(ks, sub, roots, Progress(out, tty=True))
         sub.close()
-        # the folder, three sub-folders, 31 files; one empty file fails (and so its folder)
+        # the folder, three sub-folders, 31 files; one binary file fails (and so its folder)
         assert (outcome.total, outcome.completed) == (35, 33)
         assert sorted(i.type.value for i in outcome.failed) == ["directory", "file"]
         assert ks.lookups == 2 * len(outcome.failed)  # each failure: named as it happened, and at the end
-        assert "failed  file empty.md" in out.getvalue() and "35/35 items" in out.getvalue()
+        assert "failed  file binary.md" in out.getvalue() and "35/35 items" in out.getvalue()
 
         # a refresh follows what it reads again below the folder: the two changed files
         # and their folders, not the unchanged files
         (folder / "d1" / "n1.md").write_text("# Note 1\n\nOtters changed their mind.\n")
-        (folder / "empty.md").write_text("no longer empty\n")
+        (folder / "binary.md").write_text("no longer binary\n")
         sub = ks.subscribe()
         fresh = await ks.reindex_items(base.id, [roots[0].id])
         outcome = await follow(ks, sub, fresh, Progress(io.StringIO(), tty=False))
