@@ -78,3 +78,14 @@ def test_a_long_schema_gets_a_channel_postgresql_accepts():
     name = channel_for("s" * 63)
     assert len(name) == 63 and name.startswith("ktui_sss") and channel_for("s" * 63) == name
     assert channel_for("ktui") == "ktui_ktui"
+
+
+def test_with_origin_passes_tls_options_through_to_the_driver_unchanged():
+    from psycopg.conninfo import conninfo_to_dict
+
+    url = "postgresql://bob:pw@db.example:5433/kb?sslmode=verify-full&sslrootcert=/etc/ca.pem&sslcert=/k/c.pem&sslkey=/k/k.pem"
+    params = conninfo_to_dict(with_origin(url, "h:1:ab"))
+    assert {k: params[k] for k in ("sslmode", "sslrootcert", "sslcert", "sslkey", "host", "port", "dbname", "user")} == {
+        "sslmode": "verify-full", "sslrootcert": "/etc/ca.pem", "sslcert": "/k/c.pem", "sslkey": "/k/k.pem",
+        "host": "db.example", "port": "5433", "dbname": "kb", "user": "bob"}
+    assert params["options"] == "-c ktui.origin=h:1:ab"
