@@ -78,6 +78,12 @@ class SyncConn(Protocol):
     def execute(self, sql: str, parameters: Any = ..., /) -> SyncCursor: ...
 
 
+WriteGuard = Callable[[SyncConn, list[str]], list[str]]
+"""Called first inside a completion or failure write's transaction with the items it is
+about to write; returns those it may write (core/runtime/claims.py: the ones this
+process still holds on a shared catalogue). The write leaves the others out."""
+
+
 class Dialect(Protocol):
     """SQL fragments the two engines spell differently."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ktui.core.catalogue import SyncConn
+from ktui.core.catalogue import SyncConn, WriteGuard
 from ktui.core.data.item_service import ChildSpec, KnowledgeItemService, id_chunks, marks
 from ktui.core.data.item_validation import require_phase, require_status
 from ktui.core.data.rows import ITEM_COLUMNS, data_to_json, item_from_row
@@ -126,10 +126,12 @@ class ItemWrites(KnowledgeItemService):
         error: str | None = None,
         *,
         data: ItemData | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[KnowledgeItem]:
         """Write one item's state (and, optionally, its payload in the same statement),
-        then reconcile its ancestors. Returns every changed item."""
-        return await self.set_status_many([item_id], status, phase, error, data=data)
+        then reconcile its ancestors. Returns every changed item (none when `guard`,
+        see core/catalogue.py, refused it)."""
+        return await self.set_status_many([item_id], status, phase, error, data=data, guard=guard)
 
     async def set_status_many(
         self,
@@ -139,6 +141,7 @@ class ItemWrites(KnowledgeItemService):
         error: str | None = None,
         *,
         data: ItemData | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[KnowledgeItem]:
         if not item_ids:
             return []
@@ -151,7 +154,14 @@ class ItemWrites(KnowledgeItemService):
             raise ValidationError.field("error", "must be a message string")
         ids = list(dict.fromkeys(item_ids))
         # the indexing hot path: the whole transaction runs on the database thread in one hop
-        return await self._db.run_in_transaction(lambda conn: _write_status(conn, ids, status, phase, error, data))
+        if guard is None:
+            return await self._db.run_in_transaction(lambda conn: _write_status(conn, ids, status, phase, error, data))
+
+        def guarded(conn: SyncConn) -> list[KnowledgeItem]:
+            allowed = guard(conn, ids)
+            return _write_status(conn, [i for i in ids if i in allowed], status, phase, error, data) if allowed else []
+
+        return await self._db.run_in_transaction(guarded)
 
     async def set_states(
         self, entries: Sequence[tuple[str, ItemStatus, ItemPhase | None]]
@@ -173,14 +183,21 @@ class ItemWrites(KnowledgeItemService):
 
         return await self._db.run_in_transaction(run)
 
-    async def complete_many(self, entries: Sequence[tuple[str, ItemData | None]]) -> list[KnowledgeItem]:
+    async def complete_many(
+        self, entries: Sequence[tuple[str, ItemData | None]], *, guard: WriteGuard | None = None
+    ) -> list[KnowledgeItem]:
         """Mark several leaves completed (each with its recorded payload, if any) in one
-        transaction, reconciling each parent once: the status half of a group commit."""
+        transaction, reconciling each parent once: the status half of a group commit.
+        With `guard` (core/catalogue.py), only the leaves it allows are completed."""
 
         def run(conn: SyncConn) -> list[KnowledgeItem]:
             changed: list[KnowledgeItem] = []
             parents: set[str] = set()
-            for item_id, data in entries:
+            todo = entries
+            if guard is not None:
+                allowed = set(guard(conn, [item_id for item_id, _ in entries]))
+                todo = [e for e in entries if e[0] in allowed]
+            for item_id, data in todo:
                 written = _write_status(conn, [item_id], ItemStatus.COMPLETED, None, None, data, reconcile=False)
                 changed.extend(written[:1])
                 if written[0].group_id is not None:

@@ -177,7 +177,12 @@ class LeafIndexer:
         if live:
             store = await self.runtime.store(base)
             await asyncio.to_thread(store.replace_items, [(w.item.id, w.chunks, w.vectors) for w in live])
-            await self.runtime.state.complete_many([(w.item.id, w.recorded) for w in live])
+            claims = self.runtime.claims
+            done = await self.runtime.state.complete_many([(w.item.id, w.recorded) for w in live], guard=claims.guard)
+            if claims.shared:  # a leaf whose claim another process took over is its to finish
+                written = {i.id for i in done}
+                refused = [r if r is not None or w.item.id in written else TaskInterrupted("claimed by another process")
+                           for w, r in zip(batch, refused, strict=True)]
         return refused
 
     async def _commit_phases(self, batch: list[PhaseWrite]) -> None:

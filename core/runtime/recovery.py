@@ -54,6 +54,7 @@ SHUTDOWN_MESSAGE = "interrupted by shutdown"
 DISK_FULL_PREFIX = "no space left on device"
 BATCH = 500  # items per batch: one status transaction, a few ms of the catalogue's thread
 PAGE = 5000  # ids per read while looking for unfinished items
+SWEEP_QUEUE = 200  # on a shared catalogue: a sweep tops the queue up to this many items, leaving the rest to others
 
 Gate = Callable[[], Awaitable[None]]  # awaited before each batch (a test holds recovery there)
 
@@ -271,7 +272,13 @@ class Recovery:
                 self._changed()
 
     async def _look(self) -> list[str]:
-        """The ids of every unfinished item, roots first, in short reads."""
+        """The ids of every unfinished item, roots first, in short reads. On a shared
+        catalogue (claims.py) only those this process just claimed: the others' items are
+        theirs, and a dead process's come back here once their claims expire."""
+        claims = self.runtime.claims
+        if claims.shared:
+            queue = self.runtime.queue
+            return await claims.beat(max(0, SWEEP_QUEUE - queue.pending_count - queue.running_count))
         roots: list[str] = []
         below: list[str] = []
         items = self.runtime.items
@@ -308,6 +315,8 @@ class Recovery:
             if self._stopping:
                 break
             await self._in_exclusion(functools.partial(self._reconcile, waiting[start : start + BATCH]))
+        if self.runtime.claims.shared:  # claimed but not queued here: free for the others again
+            await self.runtime.claims.release(sorted(set(ids) - set(requeued)))
         return requeued
 
     async def _in_exclusion(self, work: Callable[[], Awaitable[list[str]]]) -> list[str]:

@@ -42,6 +42,7 @@ from ktui.core.models import (
     KnowledgeItem,
     QueueStats,
 )
+from ktui.core.runtime.claims import NO_CLAIMS, WorkClaims
 from ktui.core.runtime.disk_space import SpaceGuard
 from ktui.core.runtime.events import EventBus
 from ktui.core.runtime.indexing import LeafIndexer, ocr_options_for
@@ -76,6 +77,7 @@ class KnowledgeRuntimeService:
         stores: Stores,
         embeddings: EmbeddingService,
         bus: EventBus,
+        claims: WorkClaims = NO_CLAIMS,
     ):
         self.settings = settings
         self.bases = bases
@@ -84,6 +86,8 @@ class KnowledgeRuntimeService:
         self.stores = stores
         self.embeddings = embeddings
         self.bus = bus
+        self.claims = claims  # who may run an item when several processes share the catalogue (claims.py)
+        self._heartbeat: asyncio.Task[None] | None = None
         self._fetcher: Fetcher | None = None
         self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency)
         self.queue.on_change = self._queue_changed
@@ -144,6 +148,25 @@ class KnowledgeRuntimeService:
         if recover:
             await self.preparer.watch_all()  # followed from now; their refreshes come after recovery
             self.recovery.start(then=self.resume_watches, gate=recovery_gate)
+        if self.claims.shared:
+            self._heartbeat = asyncio.get_running_loop().create_task(self._beat(sweep=recover), name="ktui-claims")
+
+    async def _beat(self, *, sweep: bool) -> None:
+        """A shared catalogue's heartbeat: renew this process's claims and, when it
+        recovers work, sweep up what nobody alive holds (recovery.py queues it)."""
+        while True:
+            await asyncio.sleep(self.claims.heartbeat_every)
+            try:
+                if sweep:
+                    await self.recovery.run_pass()  # renews, then sweeps (Recovery._look)
+                else:
+                    await self.claims.beat(0)  # renew only
+            except asyncio.CancelledError:
+                raise
+            except DiskFullError as exc:
+                self.pause_for_space(exc)
+            except Exception as exc:  # the server is away: the next beat tries again
+                log.warning("could not renew this process's claims: %s", describe_error(exc))
 
     async def remove_stray_store_files(self) -> list[str]:
         """Delete files under bases/ that belong to no base: what a base create or delete
@@ -178,6 +201,9 @@ class KnowledgeRuntimeService:
         if self._closed:
             return
         self._closed = True
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
         self.space.close()
         await self.recovery.close()  # between batches: nothing it started is half-done
         await self.watcher.close()
@@ -185,6 +211,12 @@ class KnowledgeRuntimeService:
         dropped = await self.queue.close()
         await self.read_ahead.close()
         unfinished = [t.item_id for t in dropped] + running
+        if self.claims.shared:  # left `processing` for the other processes, claims given back
+            unfinished = []
+            try:
+                await self.claims.close()
+            except Exception as exc:  # expired claims come back to the others anyway
+                log.warning("could not give back this process's claims: %s", describe_error(exc))
         if unfinished:
             existing = [i for i in await self.items.get_many(unfinished) if i.status == ItemStatus.PROCESSING]
             if existing:
@@ -288,6 +320,20 @@ class KnowledgeRuntimeService:
     # --- tasks ------------------------------------------------------------
 
     async def _run_task(self, task: Task) -> bool:
+        claims = self.claims
+        if not claims.shared:
+            return await self._run_claimed(task)
+        if not await claims.claim([task.item_id]):
+            raise TaskInterrupted("claimed by another process")  # it runs there; not counted here
+        try:
+            return await self._run_claimed(task)
+        finally:  # whatever the completion did not take back (interrupted, deleted, crashed)
+            try:
+                await asyncio.shield(claims.release([task.item_id]))
+            except Exception as exc:  # it expires by itself
+                log.warning("could not give back the claim of %s: %s", task.item_id, describe_error(exc))
+
+    async def _run_claimed(self, task: Task) -> bool:
         try:
             item, base = await self.items.get_with_base(task.item_id)
         except KnowledgeError:
@@ -316,7 +362,7 @@ class KnowledgeRuntimeService:
         except TaskInterrupted:
             if settle is not None:
                 await settle()
-            if token.reason == InterruptReason.SHUTDOWN:
+            if token.reason == InterruptReason.SHUTDOWN and not self.claims.shared:  # shared: another process resumes it
                 await self.fail(base, item, SHUTDOWN_MESSAGE, remove_vectors=False)
             raise
         except asyncio.CancelledError:
@@ -335,6 +381,8 @@ class KnowledgeRuntimeService:
         self, base: KnowledgeBase, item: KnowledgeItem, message: str, *, remove_vectors: bool = True
     ) -> None:
         """Remove what the item wrote and record the failure. Never raises for a vanished item."""
+        if self.claims.shared and not await self.claims.claim([item.id]):
+            return  # another process took it over: its vectors and its state are that one's now
         try:
             if remove_vectors and base.dimensions is not None:
                 async with self.lock(base.id):
@@ -343,7 +391,8 @@ class KnowledgeRuntimeService:
         except Exception as exc:  # the store itself is broken: say so on the item
             message = f"{message} (and its vectors could not be removed: {describe_error(exc)})"
         try:
-            await self.state.set_status(item.id, ItemStatus.FAILED, error=message)
+            # on a shared catalogue only while this process holds the item (claims.py)
+            await self.state.set_status(item.id, ItemStatus.FAILED, error=message, guard=self.claims.guard)
         except KnowledgeError:
             pass  # the item was deleted meanwhile
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ktui.core.catalogue import Catalogue
+from ktui.core.catalogue import Catalogue, WriteGuard
 from ktui.core.data.base_writes import BaseWrites
 from ktui.core.data.item_service import ChildSpec
 from ktui.core.data.item_writes import ItemWrites
@@ -93,9 +93,11 @@ class StateWriter:
         *,
         progress: float | None = None,
         data: ItemData | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[KnowledgeItem]:
-        """One item's state (and optionally its payload); `progress` goes on its own event."""
-        changed = await self._items.set_status(item_id, status, phase, error, data=data)
+        """One item's state (and optionally its payload); `progress` goes on its own event.
+        `guard` (core/catalogue.py) may refuse the write: nothing changes, no event."""
+        changed = await self._items.set_status(item_id, status, phase, error, data=data, guard=guard)
         self._publish(changed, (lambda i: progress if i == item_id else None) if progress is not None else None)
         return changed
 
@@ -122,9 +124,12 @@ class StateWriter:
         self._publish(changed, progress)
         return changed
 
-    async def complete_many(self, entries: Sequence[tuple[str, ItemData | None]]) -> list[KnowledgeItem]:
-        """Leaves completed (each with its recorded payload) in one transaction."""
-        changed = await self._items.complete_many(entries)
+    async def complete_many(
+        self, entries: Sequence[tuple[str, ItemData | None]], *, guard: WriteGuard | None = None
+    ) -> list[KnowledgeItem]:
+        """Leaves completed (each with its recorded payload) in one transaction; with
+        `guard`, only those it allows (the others are left out of the returned items)."""
+        changed = await self._items.complete_many(entries, guard=guard)
         self._publish(changed)
         return changed
 

@@ -235,14 +235,11 @@ class Leases:
         ids = sorted(set(item_ids))
         if not ids:
             return Completion([], [], None)
-        params = self._params(ids=ids)
         held: list[str] = []
         result: T | None = None
         try:
             with con.transaction():
-                con.execute(_LOCK_ITEMS, params)
-                gone = {r[0] for r in con.execute(_TAKE_BACK, params)}
-                held = [i for i in ids if i in gone]
+                held = self.take_back(con, ids)
                 if not held:
                     raise _Lost
                 result = write(con, held)
@@ -250,6 +247,19 @@ class Leases:
             pass
         lost = [i for i in ids if i not in set(held)]
         return Completion(held, lost, result)
+
+    def take_back(self, con: psycopg.Connection[Any], item_ids: Sequence[str]) -> list[str]:
+        """Inside the caller's transaction (the catalogue write that completes or fails
+        these items): lock the items, delete this owner's leases of them, and return the
+        ids it held, sorted. The caller writes only those; if its transaction rolls back,
+        the leases are back too."""
+        ids = sorted(set(item_ids))
+        if not ids:
+            return []
+        params = self._params(ids=ids)
+        con.execute(_LOCK_ITEMS, params)
+        gone = {r[0] for r in con.execute(_TAKE_BACK, params).fetchall()}  # fetchall: syncs a pipeline
+        return [i for i in ids if i in gone]
 
     def lock_held(self, con: psycopg.Connection[Any], item_ids: Sequence[str]) -> list[str]:
         """Inside the caller's transaction: lock these items and this owner's leases of them,
@@ -261,7 +271,7 @@ class Leases:
             return []
         params = self._params(ids=ids)
         con.execute(_LOCK_ITEMS, params)  # items before leases, the order every operation locks in
-        return [r[0] for r in con.execute(_HELD, params)]
+        return [r[0] for r in con.execute(_HELD, params).fetchall()]
 
     def holders(self, con: psycopg.Connection[Any], item_ids: Sequence[str]) -> dict[str, Holder]:
         """Who holds these items' leases (diagnostics, tests): item id -> holder."""

@@ -1,0 +1,88 @@
+"""Work claims: which process may run an item's task, when several share one catalogue.
+
+On SQLite one process holds the data directory and its queue is the only queue, so
+every claim is granted and costs nothing (:data:`NO_CLAIMS`: ``shared`` is False and
+the runtime skips every call). On PostgreSQL every process may index
+(``ktui.core.store.postgres.work_claims.PgWorkClaims``, over the item leases of
+``ktui.core.store.postgres.leases``). The runtime then
+
+* claims an item when its task starts, and skips the task if another process holds it
+  (that process runs it; an item may wait in two queues, it runs in one);
+* renews its claims on a heartbeat every ``heartbeat_every`` seconds and, with it,
+  sweeps up unfinished items nobody alive holds (``beat``): that is recovery on a
+  shared catalogue, periodic and in every process, instead of one pass at open;
+* completes or fails an item only through ``guard``: called first inside the
+  catalogue transaction of that write, it returns the items still held (their claims
+  given back in that same transaction) and the write leaves out the others, whose
+  claim was lost to another process (nothing written twice);
+* gives its claims back when it closes, leaving its unfinished items `processing` for
+  the others instead of failing them "interrupted by shutdown".
+
+This module only states the protocol, so the runtime never imports a database driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ktui.core.catalogue import WriteGuard
+
+
+class WorkClaims(Protocol):
+    """What the runtime asks of the claims of a shared catalogue (see the module docstring)."""
+
+    @property
+    def shared(self) -> bool:
+        """False: this process is the only indexer and the runtime skips every claim."""
+        ...
+
+    @property
+    def heartbeat_every(self) -> float:
+        """Seconds between renewals (a third of a claim's lifetime)."""
+        ...
+
+    @property
+    def guard(self) -> WriteGuard | None:
+        """For a completion or failure write: (connection, ids) -> the ids still held."""
+        ...
+
+    async def claim(self, item_ids: Sequence[str]) -> list[str]:
+        """Take these items' claims where nobody else holds them; returns those taken."""
+        ...
+
+    async def release(self, item_ids: Sequence[str]) -> None:
+        """Give these claims back without completing (a task that ended otherwise)."""
+        ...
+
+    async def beat(self, limit: int) -> list[str]:
+        """Renew every claim of this process, then claim up to `limit` unfinished items
+        nobody alive holds; returns those (the caller queues them)."""
+        ...
+
+    async def close(self) -> None:
+        """Give every claim back and let go of the connections."""
+        ...
+
+
+class NoClaims:
+    """One indexer (SQLite): nothing to claim; the runtime checks ``shared`` and skips."""
+
+    shared = False
+    heartbeat_every = 0.0
+    guard: WriteGuard | None = None
+
+    async def claim(self, item_ids: Sequence[str]) -> list[str]:
+        return list(item_ids)
+
+    async def release(self, item_ids: Sequence[str]) -> None:
+        return None
+
+    async def beat(self, limit: int) -> list[str]:
+        return []
+
+    async def close(self) -> None:
+        return None
+
+
+NO_CLAIMS: WorkClaims = NoClaims()

@@ -1,0 +1,86 @@
+"""PgWorkClaims: the runtime's work claims (core/runtime/claims.py) on PostgreSQL leases.
+
+Several processes index one catalogue: an item's task runs where its lease is
+(core/store/postgres/leases.py). Claims, renewals, sweeps and releases go through a
+small pool of autocommit connections of this object's own, each call on a thread (they
+are single statements, never inside the catalogue's transactions, so they never wait
+for the catalogue's writer lock). The completion guard runs inside the catalogue's
+write transaction, on its connection (``PgSyncConn.raw``): the lease's DELETE and the
+item's completed / failed row commit together, or neither does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+
+from ktui.core.catalogue import SyncConn
+from ktui.core.errors import StoreError
+
+from .catalogue import PgSyncConn
+from .connection import Connections, scrub
+from .leases import SWEEP_LIMIT, Leases
+
+T = TypeVar("T")
+
+
+class PgWorkClaims:
+    """Work claims of one runtime over the leases of one catalogue schema."""
+
+    shared = True
+
+    def __init__(self, url: str, schema: str, *, leases: Leases | None = None, pool_size: int = 2,
+                 heartbeat_every: float | None = None):
+        self.leases = leases or Leases()
+        self._heartbeat_every = heartbeat_every  # None: a third of the leases' TTL
+        self._pool = Connections(url, schema, pool_size)
+        self._where = f"PostgreSQL catalogue {self._pool.where} (schema {schema})"
+
+    @property
+    def heartbeat_every(self) -> float:
+        return self._heartbeat_every if self._heartbeat_every is not None else self.leases.heartbeat_every
+
+    @property
+    def guard(self) -> Callable[[SyncConn, list[str]], list[str]]:
+        return self._guard
+
+    def _guard(self, conn: SyncConn, item_ids: list[str]) -> list[str]:
+        if not isinstance(conn, PgSyncConn):
+            raise TypeError("PostgreSQL work claims guard writes of a PostgreSQL catalogue only")
+        return self.leases.take_back(conn.raw, item_ids)
+
+    async def _run(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        def run() -> T:
+            with self._pool.connection() as con:
+                return fn(con)
+
+        try:
+            return await asyncio.to_thread(run)
+        except psycopg.Error as exc:
+            detail = scrub(str(exc).strip() or type(exc).__name__, self._pool.url)
+            raise StoreError(f"{self._where}: could not {what}: {detail}") from exc
+
+    async def claim(self, item_ids: Sequence[str]) -> list[str]:
+        ids = list(item_ids)
+        return await self._run("claim items", lambda con: self.leases.claim(con, ids)) if ids else []
+
+    async def release(self, item_ids: Sequence[str]) -> None:
+        ids = list(item_ids)
+        if ids:
+            await self._run("release items", lambda con: self.leases.release(con, ids))
+
+    async def beat(self, limit: int) -> list[str]:
+        def run(con: psycopg.Connection[Any]) -> list[str]:
+            self.leases.renew(con)
+            return self.leases.sweep(con, min(limit, SWEEP_LIMIT)) if limit > 0 else []
+
+        return await self._run("renew claims", run)
+
+    async def close(self) -> None:
+        try:
+            await self._run("release claims", lambda con: self.leases.release(con))
+        finally:
+            self._pool.close()

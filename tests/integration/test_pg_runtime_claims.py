@@ -1,0 +1,146 @@
+"""Two runtimes on one PostgreSQL catalogue share its queue through work claims
+(core/runtime/claims.py over core/store/postgres/leases.py): every item is indexed and
+completed once, a runtime that stalls past its leases is taken over and its late
+completion writes nothing. Real PostgreSQL, real chunk store, real HTTP embeddings;
+lease expiry is driven by a fake clock both runtimes read, and a stall is a gate the
+test holds (no test waits on wall time)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+from ktui.core.data.base_service import KnowledgeBaseService  # noqa: E402
+from ktui.core.data.item_service import KnowledgeItemService  # noqa: E402
+from ktui.core.data.validation import ValidItem  # noqa: E402
+from ktui.core.embeddings import EmbeddingService  # noqa: E402
+from ktui.core.models import ItemStatus, ItemType, NoteItemData  # noqa: E402
+from ktui.core.runtime.events import EventBus  # noqa: E402
+from ktui.core.runtime.service import KnowledgeRuntimeService  # noqa: E402
+from ktui.core.runtime.status import StateWriter  # noqa: E402
+from ktui.core.store.postgres import PgStoreManager  # noqa: E402
+from ktui.core.store.postgres.catalogue import PgDatabase  # noqa: E402
+from ktui.core.store.postgres.leases import LeaseOwner, Leases  # noqa: E402
+from ktui.core.store.postgres.work_claims import PgWorkClaims  # noqa: E402
+from tests.support.embedding_server import embedding_server_fixture  # noqa: E402
+from tests.support.services import FAKE_MODEL, fake_settings  # noqa: E402
+
+TTL = 30.0
+server = embedding_server_fixture(64)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Runtime:
+    runtime: KnowledgeRuntimeService
+    state: StateWriter
+    claims: PgWorkClaims
+
+
+@asynccontextmanager
+async def runtime_on(url: str, schema: str, data_dir, server_url: str, name: str, clock: FakeClock,
+                     concurrency: int = 2) -> AsyncIterator[Runtime]:
+    """A runtime wired as the facade wires one, on the PostgreSQL catalogue and chunks."""
+    settings = fake_settings(data_dir, server_url, concurrency=concurrency)
+    db = await PgDatabase.open(url, schema=schema)
+    stores = PgStoreManager(url, schema=schema)
+    bus = EventBus()
+    state = StateWriter(db, bus)
+    # heartbeats only when the test asks (recover()): the fake clock alone decides expiry
+    claims = PgWorkClaims(url, schema, leases=Leases(LeaseOwner(name), ttl=TTL, clock=clock), heartbeat_every=3600)
+    runtime = KnowledgeRuntimeService(
+        settings=settings, bases=KnowledgeBaseService(db), items=KnowledgeItemService(db), state=state,
+        stores=stores, embeddings=EmbeddingService(settings), bus=bus, claims=claims,
+    )
+    await runtime.start(recover=False)
+    try:
+        yield Runtime(runtime, state, claims)
+    finally:
+        await runtime.close()
+        stores.close_all()
+        await db.close()
+
+
+async def make_notes(r: Runtime, url: str, schema: str, n: int) -> tuple[str, list[str]]:
+    base = await r.state.create_base(name="shared", embedding_model_id=FAKE_MODEL, dimensions=64)
+    PgStoreManager(url, schema=schema).create(base.id, 64)
+    notes = [ValidItem(ItemType.NOTE, NoteItemData(content=f"note number {k} about lease {k}", source=f"note-{k}"))
+             for k in range(n)]
+    items = await r.state.create_roots(base.id, notes)
+    return base.id, [i.id for i in items]
+
+
+async def statuses(r: Runtime, ids: list[str]) -> dict[str, ItemStatus]:
+    return {i.id: i.status for i in await r.runtime.items.get_many(ids)}
+
+
+async def test_two_runtimes_share_one_queue_and_index_every_item_once(postgres_server, pg_schema, tmp_path, server):
+    url, clock = postgres_server.url, FakeClock()
+    async with runtime_on(url, pg_schema, tmp_path / "a", server.url, "a", clock) as a, \
+            runtime_on(url, pg_schema, tmp_path / "b", server.url, "b", clock) as b:
+        base_id, ids = await make_notes(a, url, pg_schema, 30)
+        a.runtime.enqueue_items(await a.runtime.items.get_many(ids))
+        swept = await b.runtime.recover()  # b sweeps what a has queued but not started
+        assert swept
+        await asyncio.gather(a.runtime.wait_idle(), b.runtime.wait_idle())
+        assert set((await statuses(a, ids)).values()) == {ItemStatus.COMPLETED}
+        assert a.runtime.queue.done + b.runtime.queue.done == 30  # each completed once
+        assert b.runtime.queue.done >= 1
+        assert server.texts_embedded == 30  # and embedded once: a claim refused never reads or embeds
+        store = PgStoreManager(url, schema=pg_schema).get(base_id, 64)
+        assert store.count() == 30 and sorted(store.item_ids()) == sorted(ids)
+
+
+async def test_a_stalled_runtime_is_taken_over_and_its_late_completion_writes_nothing(
+    postgres_server, pg_schema, tmp_path, server
+):
+    url, clock = postgres_server.url, FakeClock()
+    async with runtime_on(url, pg_schema, tmp_path / "a", server.url, "a", clock) as a, \
+            runtime_on(url, pg_schema, tmp_path / "b", server.url, "b", clock) as b:
+        base_id, ids = await make_notes(a, url, pg_schema, 6)
+        gate, held = asyncio.Event(), asyncio.Event()
+        commit = a.runtime.indexer._commit_chunks
+
+        async def stalled(base, batch):  # a's writes wait here: a stalls past its leases
+            held.set()
+            await gate.wait()
+            return await commit(base, batch)
+
+        a.runtime.indexer._commit_chunks = stalled
+        a.runtime.enqueue_items(await a.runtime.items.get_many(ids))
+        await held.wait()
+        while a.runtime.queue.running_count < 2:  # both of a's workers took (and claimed) an item
+            await asyncio.sleep(0.01)
+        running = list(a.runtime.queue._running)
+        await b.runtime.recover()  # the rest: queued by a, not claimed yet
+        await b.runtime.wait_idle()
+        assert {i for i, s in (await statuses(b, ids)).items() if s != ItemStatus.COMPLETED} == set(running)
+        assert await b.runtime.recover() == []  # a's leases are live: nothing to take
+
+        clock.now += TTL + 1  # a has not renewed: its leases expire
+        assert sorted(await b.runtime.recover()) == sorted(running)
+        await b.runtime.wait_idle()
+        assert set((await statuses(b, ids)).values()) == {ItemStatus.COMPLETED}
+
+        gate.set()  # a wakes up and tries to complete what b already did
+        await a.runtime.wait_idle()
+        assert a.runtime.queue.done == 0 and a.runtime.queue.failed == 0  # refused, not failed
+        assert b.runtime.queue.done == 6
+        assert set((await statuses(a, ids)).values()) == {ItemStatus.COMPLETED}
+        with a.claims._pool.connection() as con:
+            assert con.execute("SELECT count(*) FROM item_lease").fetchone()[0] == 0
+        store = PgStoreManager(url, schema=pg_schema).get(base_id, 64)
+        assert store.count() == 6  # one chunk per note, whoever wrote it last
