@@ -56,6 +56,7 @@ from ktui.core.models import (
 )
 from ktui.core.naming import resolve_base, resolve_group, resolve_item
 from ktui.core.orchestration import KnowledgeOrchestrationService
+from ktui.core.runtime.claims import NO_CLAIMS, WorkClaims
 from ktui.core.runtime.events import EventBus, Subscription
 from ktui.core.runtime.invariants import check_invariants
 from ktui.core.runtime.remote import RemoteEvents, progress_payload
@@ -81,7 +82,8 @@ def _asks_watch(item: ItemInputLike) -> bool:
 
 
 class KnowledgeService:
-    def __init__(self, settings: Settings, db: Catalogue, *, read_only: bool = False, stores: Stores | None = None):
+    def __init__(self, settings: Settings, db: Catalogue, *, read_only: bool = False, stores: Stores | None = None,
+                 claims: WorkClaims | None = None):
         self.settings = settings
         self.read_only = read_only
         self._db = db
@@ -102,6 +104,7 @@ class KnowledgeService:
             stores=self._stores,
             embeddings=self._embeddings,
             bus=self._bus,
+            claims=claims or NO_CLAIMS,  # a shared store's work claims (core/runtime/claims.py)
         )
         self._workflow = KnowledgeOrchestrationService(
             settings=settings,
@@ -151,7 +154,7 @@ class KnowledgeService:
         elif data_dir is not None:
             settings = settings.with_(data_dir=Path(data_dir))
         if settings.store.postgres:
-            return await cls._open_shared(settings, read_only=read_only)
+            return await cls._open_shared(settings, read_only=read_only, recover=recover, recovery_gate=recovery_gate)
         if read_only:
             db = await Database.open_readonly(Path(settings.data_dir))
             return cls(settings, db, read_only=True)
@@ -173,18 +176,28 @@ class KnowledgeService:
         return service
 
     @classmethod
-    async def _open_shared(cls, settings: Settings, *, read_only: bool) -> KnowledgeService:
+    async def _open_shared(
+        cls,
+        settings: Settings,
+        *,
+        read_only: bool,
+        recover: bool = True,
+        recovery_gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> KnowledgeService:
         """Open a data directory whose catalogue and chunks live in PostgreSQL (docs/postgres.md).
 
         Every process is a writer: no lock, no holder. The local data directory keeps the
         settings, logs and the embedding cache. A writer LISTENs for the other processes'
-        catalogue writes and publishes them as its own events. Recovery of unfinished
-        work and the watched folders are not resumed here: on a shared store they are
-        claimed with leases (not yet), never by whichever process opens next.
+        catalogue writes and publishes them as its own events, and runs items only under
+        their leases (PgWorkClaims): with `recover`, its heartbeat sweeps up the unfinished
+        items nobody alive holds (a killed process's, once their leases expire). Watched
+        folders are not resumed and interrupted imports not discarded here: another
+        process may be importing right now, and a folder path is one machine's.
         """
         from ktui.core.store.postgres import PgStoreManager
         from ktui.core.store.postgres.catalogue import PgDatabase
         from ktui.core.store.postgres.notify import Listener, ProgressRelay, new_origin, with_origin
+        from ktui.core.store.postgres.work_claims import PgWorkClaims
 
         assert settings.store.url is not None
         origin = new_origin()
@@ -193,7 +206,8 @@ class KnowledgeService:
         Path(settings.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)  # the local cache lives there
         db = await PgDatabase.open(conninfo, schema=schema)
         stores = PgStoreManager(conninfo, schema=schema)
-        service = cls(settings, db, read_only=read_only, stores=stores)
+        claims = None if read_only else PgWorkClaims(conninfo, schema)
+        service = cls(settings, db, read_only=read_only, stores=stores, claims=claims)
         try:
             if not read_only:
                 remote = service._remote = RemoteEvents(db, service._bus)
@@ -214,7 +228,7 @@ class KnowledgeService:
                 relay = service._relay = ProgressRelay(conninfo, schema, origin=origin)
                 relay.start()
                 service._state.relay_progress = lambda e: relay.send(progress_payload(e))
-                await service._runtime.start(recover=False)
+                await service._runtime.start(recover=recover, watch=False, recovery_gate=recovery_gate)
         except BaseException:
             await service.close()
             raise

@@ -66,6 +66,10 @@ log = logging.getLogger(__name__)
 READ_AHEAD_FILES = 64
 
 
+async def _nothing() -> None:
+    return None
+
+
 class KnowledgeRuntimeService:
     def __init__(
         self,
@@ -130,6 +134,7 @@ class KnowledgeRuntimeService:
         self,
         *,
         recover: bool = True,
+        watch: bool = True,
         before_recovery: Callable[[], Awaitable[None]] | None = None,
         recovery_gate: Gate | None = None,
     ) -> None:
@@ -139,15 +144,18 @@ class KnowledgeRuntimeService:
         `wait_idle` waits for it. One-shot commands start without it, so they never
         replay other work. `before_recovery` runs first (the facade discards interrupted
         imports, so recovery does not re-queue them); `recovery_gate` is awaited before
-        each recovery batch (tests hold recovery at a chosen point)."""
+        each recovery batch (tests hold recovery at a chosen point). `watch=False`
+        recovers without following the watched folders (a shared store: a folder is one
+        machine's path)."""
         self.queue.start()
         await self.space.start()
         await self.remove_stray_store_files()
         if before_recovery is not None:
             await before_recovery()
         if recover:
-            await self.preparer.watch_all()  # followed from now; their refreshes come after recovery
-            self.recovery.start(then=self.resume_watches, gate=recovery_gate)
+            if watch:
+                await self.preparer.watch_all()  # followed from now; their refreshes come after recovery
+            self.recovery.start(then=self.resume_watches if watch else _nothing, gate=recovery_gate)
         if self.claims.shared:
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat(sweep=recover), name="ktui-claims")
 

@@ -144,3 +144,41 @@ async def test_a_stalled_runtime_is_taken_over_and_its_late_completion_writes_no
             assert con.execute("SELECT count(*) FROM item_lease").fetchone()[0] == 0
         store = PgStoreManager(url, schema=pg_schema).get(base_id, 64)
         assert store.count() == 6  # one chunk per note, whoever wrote it last
+
+
+async def test_a_closed_machines_unfinished_work_is_resumed_by_another(postgres_server, pg_schema, tmp_path, server):
+    """Through the facade: a process that closes mid-work gives its leases back and leaves
+    its items `processing` (not failed); another process's recovery sweeps them up."""
+    import psycopg
+    from psycopg import sql
+
+    from ktui.core.config import StoreSettings
+    from ktui.core.models import ItemInput
+    from ktui.core.service import KnowledgeService
+
+    def settings(machine: str):
+        return fake_settings(tmp_path / machine, server.url).with_(
+            store=StoreSettings(url=postgres_server.url, schema=pg_schema))
+
+    one = await KnowledgeService.open(settings=settings("one"))
+    try:
+        base = await one.create_base("Shared", FAKE_MODEL, None)
+        server.faults.delay(60)  # no embedding answers before the close: all of one's work is unfinished
+        notes = await one.add_items(base.id, [ItemInput("note", {"content": f"note {k} on leases"}) for k in range(20)])
+    finally:
+        await one.close()
+    with psycopg.connect(postgres_server.url, autocommit=True) as con:
+        con.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        assert con.execute("SELECT count(*) FROM item_lease").fetchone()[0] == 0  # given back
+        left = dict(con.execute("SELECT status, count(*) FROM knowledge_item GROUP BY 1").fetchall())
+    assert left == {"processing": 20}  # left for the others, not failed "interrupted by shutdown"
+    server.faults.clear()
+    two = await KnowledgeService.open(settings=settings("two"))
+    try:
+        assert await two.wait_idle(timeout=120)
+        got = [await two.get_item(n.id) for n in notes]
+        assert {i.status for i in got} == {ItemStatus.COMPLETED}
+        for n in notes:
+            assert len(await two.list_item_chunks(base.id, n.id)) == 1
+    finally:
+        await two.close()
