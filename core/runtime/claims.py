@@ -7,7 +7,8 @@ the runtime skips every call). On PostgreSQL every process may index
 ``ktui.core.store.postgres.leases``). The runtime then
 
 * claims an item when its task starts, and skips the task if another process holds it
-  (that process runs it; an item may wait in two queues, it runs in one);
+  or (a leaf) it is no longer `processing` (that process ran it; an item may wait in
+  two queues, it runs in one);
 * renews its claims on a heartbeat every ``heartbeat_every`` seconds and, with it,
   sweeps up unfinished items nobody alive holds (``beat``): that is recovery on a
   shared catalogue, periodic and in every process, instead of one pass at open;
@@ -47,8 +48,11 @@ class WorkClaims(Protocol):
         """For a completion or failure write: (connection, ids) -> the ids still held."""
         ...
 
-    async def claim(self, item_ids: Sequence[str]) -> list[str]:
-        """Take these items' claims where nobody else holds them; returns those taken."""
+    async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:
+        """Take these items' claims where nobody else holds them and the item is
+        `processing` (whatever its status with `any_status`: a folder's refresh starts on a
+        `completed` folder); returns those taken. Requiring `processing` is what keeps a
+        leaf another process completed meanwhile from being indexed again here."""
         ...
 
     async def release(self, item_ids: Sequence[str]) -> None:
@@ -72,7 +76,7 @@ class NoClaims:
     heartbeat_every = 0.0
     guard: WriteGuard | None = None
 
-    async def claim(self, item_ids: Sequence[str]) -> list[str]:
+    async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:
         return list(item_ids)
 
     async def release(self, item_ids: Sequence[str]) -> None:

@@ -331,7 +331,7 @@ class KnowledgeRuntimeService:
         claims = self.claims
         if not claims.shared:
             return await self._run_claimed(task)
-        if not await claims.claim([task.item_id]):
+        if not await claims.claim([task.item_id], any_status=task.kind == TaskKind.PREPARE_ROOT):
             raise TaskInterrupted("claimed by another process")  # it runs there; not counted here
         try:
             return await self._run_claimed(task)

@@ -56,8 +56,7 @@ server = embedding_server_fixture(DIMS)
 
 # What only the SQLite backend has (or, on PostgreSQL, only the leases will bring)
 SQLITE_ONLY = {
-    "test_shutdown_marks_work_failed_and_reopen_requeues_it": "recovery on PostgreSQL comes with the leases",
-    "test_crash_left_processing_is_requeued_on_open": "recovery on PostgreSQL comes with the leases",
+    "test_crash_left_processing_is_requeued_on_open": "writes the SQLite file (PostgreSQL: test_pg_runtime_claims.py)",
     "test_a_data_directory_is_used_by_one_process_at_a_time": "on PostgreSQL every process is a writer",
     "test_restore_aggregates_acceptance_failures_and_drops_the_new_base": "checks the store files under bases/",
     "test_partial_deletion_is_reported": "blocks the removal of a store file",
@@ -414,7 +413,10 @@ async def _any_embedding(ks, base_id):
     return any(i.phase == ItemPhase.EMBEDDING for i in await all_items(ks, base_id))
 
 
-async def test_shutdown_message_is_written(tmp_path, server, corpus):
+async def test_shutdown_message_is_written(tmp_path, server, corpus, backend):
+    """SQLite: a shutdown fails what it interrupted, for the next open to re-queue. A shared
+    PostgreSQL store: it gives the items' leases back and leaves them `processing`, so
+    another process picks them up at once (core/runtime/claims.py)."""
     data = tmp_path / "data"
     ks_cm = open_service(data, server.url, concurrency=1)
     async with ks_cm as ks:
@@ -425,8 +427,12 @@ async def test_shutdown_message_is_written(tmp_path, server, corpus):
         await wait_for(lambda: _any_embedding(ks, base.id))
         await ks._runtime.close()  # shut the runtime down, keep the catalogue open to look
         items = await all_items(ks, base.id)
-        assert [i.status for i in items] == [ItemStatus.FAILED, ItemStatus.FAILED]
-        assert {i.error for i in items} == {SHUTDOWN_MESSAGE}
+        if backend == "postgres":
+            assert [(i.status, i.error) for i in items] == [(ItemStatus.PROCESSING, None)] * 2
+            assert await ks._db.fetchone("SELECT count(*) FROM item_lease") == (0,)
+        else:
+            assert [i.status for i in items] == [ItemStatus.FAILED, ItemStatus.FAILED]
+            assert {i.error for i in items} == {SHUTDOWN_MESSAGE}
     server.faults.clear()
 
 

@@ -67,7 +67,8 @@ Clock = Callable[[], float]
 LEASE_TTL = 30.0  # seconds a lease lives without a renewal
 HEARTBEAT_EVERY = LEASE_TTL / 3  # two missed beats still leave a live lease
 SWEEP_LIMIT = 100  # items a sweep takes at once: enough to keep a queue fed, few enough to share
-CLAIMABLE = ("processing",)  # statuses an item is claimed in: queued or running
+CLAIMABLE = ("processing",)  # statuses an item is swept (and by default claimed) in: queued or running
+ANY_STATUS = ("idle", "processing", "completed", "failed")  # e.g. a folder refreshed while it stays completed
 RETRIES = 3  # a statement that lost a deadlock is run again this many times
 
 LEASE_TABLE = "item_lease"
@@ -282,6 +283,7 @@ class Leases:
 
 
 __all__ = [
+    "ANY_STATUS",
     "CLAIMABLE",
     "HEARTBEAT_EVERY",
     "LEASE_MIGRATION",

@@ -22,7 +22,7 @@ from ktui.core.errors import StoreError
 
 from .catalogue import PgSyncConn
 from .connection import Connections, scrub
-from .leases import SWEEP_LIMIT, Leases
+from .leases import ANY_STATUS, CLAIMABLE, SWEEP_LIMIT, Leases
 
 T = TypeVar("T")
 
@@ -63,9 +63,10 @@ class PgWorkClaims:
             detail = scrub(str(exc).strip() or type(exc).__name__, self._pool.url)
             raise StoreError(f"{self._where}: could not {what}: {detail}") from exc
 
-    async def claim(self, item_ids: Sequence[str]) -> list[str]:
+    async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:
         ids = list(item_ids)
-        return await self._run("claim items", lambda con: self.leases.claim(con, ids)) if ids else []
+        statuses = ANY_STATUS if any_status else CLAIMABLE
+        return await self._run("claim items", lambda con: self.leases.claim(con, ids, statuses=statuses)) if ids else []
 
     async def release(self, item_ids: Sequence[str]) -> None:
         ids = list(item_ids)
