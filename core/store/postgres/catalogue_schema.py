@@ -141,10 +141,24 @@ CREATE TABLE base_import (
 CREATE INDEX idx_base_import_fingerprint ON base_import (fingerprint);
 """
 
+_V4_PARENT_LOOKUP = """
+-- A child's check that its parent is an item of the same base (the self-referencing
+-- foreign key) looked the parent up by (base_id, id) and PostgreSQL planned that, on a
+-- small table, through idx_item_base_group, whose id comes last: a scan of the base's
+-- items for every child inserted, 4.7 ms a child at 20,000 (94 s for one folder).
+-- Keyed (id, base_id), the unique index the key uses starts with the id.
+ALTER TABLE knowledge_item DROP CONSTRAINT knowledge_item_base_id_group_id_fkey;
+ALTER TABLE knowledge_item DROP CONSTRAINT knowledge_item_base_id_id_key;
+ALTER TABLE knowledge_item ADD CONSTRAINT knowledge_item_id_base_id_key UNIQUE (id, base_id);
+ALTER TABLE knowledge_item ADD CONSTRAINT knowledge_item_base_id_group_id_fkey
+    FOREIGN KEY (base_id, group_id) REFERENCES knowledge_item (base_id, id) ON DELETE CASCADE;
+"""
+
 PG_MIGRATIONS: Sequence[str] = (
     _V1,
     LEASE_MIGRATION,  # item_lease: only PostgreSQL has several indexers (leases.py)
     NOTIFY_MIGRATION,  # every item and base write notifies the other processes (notify.py)
+    _V4_PARENT_LOOKUP,
 )
 """PG_MIGRATIONS[n] brings a schema from catalogue version n to n + 1. Append only."""
 
