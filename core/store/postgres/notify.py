@@ -42,7 +42,8 @@ from .connection import CONNECT_TIMEOUT, redact, scrub
 log = logging.getLogger(__name__)
 
 ORIGIN_SETTING = "ktui.origin"
-BATCH_WAIT = 0.05  # seconds the listener gathers notifications before handing a batch on
+BATCH_WAIT = 0.002  # seconds the listener gathers more notifications after the first of a batch
+STOP_CHECK = 0.2  # seconds between the idle listener's looks at whether it should stop
 BATCH_MAX = 2000
 RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0)  # seconds between reconnection attempts (the last repeats)
 
@@ -286,12 +287,20 @@ class Listener:
     def _listen(self, con: psycopg.Connection[Any]) -> None:
         while not self._stop.is_set():
             batch: list[Payload] = []
-            for note in con.notifies(timeout=BATCH_WAIT, stop_after=BATCH_MAX):
-                payload = parse_payload(note.payload)
-                if payload is not None and (self.origin is None or payload.get("o") != self.origin):
-                    batch.append(payload)
+            # wait for the first notification (waking up now and then to see whether to stop),
+            # then take what else has arrived within BATCH_WAIT, and hand it all on at once
+            for note in con.notifies(timeout=STOP_CHECK, stop_after=1):
+                self._take(note.payload, batch)
+            if batch:
+                for note in con.notifies(timeout=BATCH_WAIT, stop_after=BATCH_MAX):
+                    self._take(note.payload, batch)
             if batch:
                 self._deliver(batch)
+
+    def _take(self, text: str, batch: list[Payload]) -> None:
+        payload = parse_payload(text)
+        if payload is not None and (self.origin is None or payload.get("o") != self.origin):
+            batch.append(payload)
 
     def _failed(self, exc: psycopg.Error, attempt: int) -> None:
         self.last_error = scrub(str(exc).strip() or type(exc).__name__, self.url)
