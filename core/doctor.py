@@ -163,8 +163,9 @@ class Doctor:
 
     async def _stuck_items(self, report: DoctorReport) -> None:
         if self.db.dialect.name != "sqlite":
-            # a shared store: another process may be working on any `processing` item, and
-            # nothing here can tell it from a stuck one (leases will): neither report nor re-queue
+            # a shared store: another process may be working on any `processing` item; what
+            # nobody holds a lease on, the running processes' lease sweep re-queues
+            # (core/store/postgres/work_claims.py): neither report nor re-queue here
             return
         await self.runtime.recovery.wait()  # a holder's recovery re-queues what it finds: not a finding
         queue = self.runtime.queue
