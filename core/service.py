@@ -66,6 +66,7 @@ from ktui.core.store import StoreManager, Stores
 
 if TYPE_CHECKING:
     from ktui.core.transfer import ImportReport
+    from ktui.core.transfer.migrate import MigrationReport, Progress
 
 # What add_items accepts: ItemInput, or its `{"type", "data"}` mapping form (JSON callers).
 ItemInputLike = ItemInput | Mapping[str, Any]
@@ -561,6 +562,74 @@ class KnowledgeService:
                             embeddings=self._embeddings, ledger=self._imports, again=again)
         return await importer.run(parsed)
 
+    @staticmethod
+    async def migrate(settings: Settings, to: str | Path, *, schema: str | None = None, merge: bool = False,
+                      batch: int = 1000, progress: Progress | None = None) -> MigrationReport:
+        """Copy the whole data directory `settings` names (its SQLite files, or its PostgreSQL
+        schema) to `to`: a ``postgresql://`` URL (schema `schema`, default "ktui") or the path
+        of a data directory for SQLite. Groups, bases with every setting, items with their
+        status and data, chunks with their vectors: nothing is embedded again. Each base's
+        items, chunks and vectors are counted on both sides afterwards (`report.ok`).
+
+        Refused before anything is written (InvalidOperationError / ValidationError /
+        DataDirInUseError): a bad URL, a target that is the source, a target that already
+        holds bases (unless `merge`), a SQLite source or target held by a running ktui.
+        The source is only read. See core/transfer/migrate.py for what an interruption leaves.
+        """
+        from ktui.core.errors import ValidationError
+        from ktui.core.store_url import StoreUrlError, check_schema, check_store_url
+        from ktui.core.transfer.migrate import Migrator
+
+        target_schema = settings.store.schema if schema is None else schema
+        try:
+            check_schema(target_schema)
+        except StoreUrlError as exc:
+            raise ValidationError.field("schema", str(exc)) from None
+        text = str(to).strip()
+        target_url: str | None = None
+        target_dir: Path | None = None
+        if "://" in text or text.startswith(("postgres", "host=")):
+            try:
+                target_url = check_store_url(text)
+            except StoreUrlError as exc:
+                raise ValidationError.field("to", str(exc)) from None
+        elif text:
+            target_dir = Path(text).expanduser().resolve()
+        else:
+            raise ValidationError.field("to", "must be a postgresql:// URL or the path of a data directory")
+        source_dir = Path(settings.data_dir).expanduser().resolve()
+        if settings.store.url is None and target_dir == source_dir:
+            raise ValidationError.field("to", f"is the source data directory itself ({source_dir})")
+        if settings.store.url is not None and target_url is not None and target_schema == settings.store.schema:
+            from ktui.core.store_url import redact_store_url
+
+            if redact_store_url(settings.store.url) == redact_store_url(target_url):
+                raise ValidationError.field("to", f"is the source store itself ({settings.store.where}); "
+                                                  "name another schema with --schema")
+        locks: list[DataDirLock] = []
+        opened: list[Callable[[], Awaitable[None]]] = []  # how to close what was opened
+        try:
+            if settings.store.url is None:  # a running holder would go on writing what is being copied
+                lock = DataDirLock(source_dir)
+                lock.acquire("ktui migrate")
+                locks.append(lock)
+            source_db, source_stores = await _open_for_migration(settings.store.url, source_dir,
+                                                                 settings.store.schema, opened)
+            if target_dir is not None:
+                lock = DataDirLock(target_dir)
+                lock.acquire("ktui migrate")
+                locks.append(lock)
+            target_db, target_stores = await _open_for_migration(target_url, target_dir, target_schema, opened)
+            migrator = Migrator(source_db, source_stores, target_db, target_stores,
+                                source_where=source_db.where, target_where=target_db.where,
+                                merge=merge, batch=batch, progress=progress)
+            return await migrator.run()
+        finally:
+            for close in reversed(opened):
+                await close()
+            for lock in reversed(locks):
+                lock.release()
+
     # --- naming (ktui.core.naming: the one place "find X by what a person typed" lives)
 
     async def resolve_base(self, ref: str) -> KnowledgeBase:
@@ -575,3 +644,22 @@ class KnowledgeService:
     async def resolve_group(self, ref: str) -> KnowledgeGroup:
         """A group by id, exact name or case-insensitive name."""
         return resolve_group(await self._bases.list_groups(), ref)
+
+
+async def _open_for_migration(url: str | None, data_dir: Path | None, schema: str,
+                              opened: list[Callable[[], Awaitable[None]]]) -> tuple[Catalogue, Stores]:
+    """The catalogue and the chunk stores of one side of a migration (appended to `opened`)."""
+    if url is None:
+        assert data_dir is not None
+        db: Catalogue = await Database.open(data_dir)
+        opened.append(db.close)
+        stores: Stores = StoreManager(data_dir)
+    else:
+        from ktui.core.store.postgres import PgStoreManager
+        from ktui.core.store.postgres.catalogue import PgDatabase
+
+        db = await PgDatabase.open(url, schema=schema)
+        opened.append(db.close)
+        stores = PgStoreManager(url, schema=schema)
+    opened.append(lambda: asyncio.to_thread(stores.close_all))
+    return db, stores

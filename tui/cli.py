@@ -222,6 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fix what was found: rebuild damaged stores, delete stray files, re-queue stuck items")
     p.add_argument("--wait", action="store_true", help="with --repair: wait until the rebuilds are done")
 
+    p = command(sub, "migrate", "copy the whole data directory to another backend (vectors kept, counts verified)")
+    p.add_argument("--to", required=True, metavar="URL|DIR",
+                   help="a postgresql:// URL, or the data directory of a SQLite store (docs/postgres.md)")
+    p.add_argument("--schema", metavar="NAME", help="the target's PostgreSQL schema (default: the settings' [store] schema, ktui)")
+    p.add_argument("--merge", action="store_true",
+                   help="add to a target that already holds bases (also resumes an interrupted migrate)")
+    p.add_argument("--batch", type=int, default=1000, metavar="N", help="chunks and items copied per batch (default 1000)")
+
     p = command(sub, "wait", "index queued work now and wait until it is done")
     p.add_argument("base", nargs="?", help="only this base (default: all)")
 

@@ -41,6 +41,7 @@ from ktui.tui.cli_rank import (
 )
 from ktui.tui.cli_service import (
     cmd_doctor,
+    cmd_migrate,
     cmd_models,
     cmd_wait,
     cmd_watch,
@@ -67,6 +68,7 @@ __all__ = [
     "cmd_groups_rename",
     "cmd_item",
     "cmd_items",
+    "cmd_migrate",
     "cmd_models",
     "cmd_rank",
     "cmd_reindex",

@@ -1,5 +1,6 @@
-"""`ktui models`, `doctor`, `wait` and `watch`: the providers' models, a health check of
-the data directory, and waiting for or following the queue."""
+"""`ktui models`, `doctor`, `migrate`, `wait` and `watch`: the providers' models, a health
+check of the data directory, moving it to another backend, and waiting for or following
+the queue."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from ktui.core import Settings
 from ktui.core.models import ItemStatus, KnowledgeItem
 from ktui.tui.cli_progress import WaitOutcome
 from ktui.tui.cli_render import (
+    UsageError,
     dump,
     model_json,
     table,
@@ -82,6 +84,41 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     if after is not None:
         return EXIT_OK if after.healthy else EXIT_FAILURE
     return EXIT_OK if not report.unresolved else EXIT_FAILURE
+
+
+async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from ktui.core.service import KnowledgeService
+
+    if args.batch < 1:
+        raise UsageError("--batch must be at least 1")
+    def progress(name: str, done: int, total: int) -> None:
+        if done == 0:  # one line per base on stderr (stdout is the report)
+            err(f"copying {name}: {total} chunk(s)")
+
+    report = await KnowledgeService.migrate(settings, args.to, schema=args.schema, merge=args.merge,
+                                            batch=args.batch, progress=progress)
+    if args.json:
+        dump(report.to_dict())
+        return EXIT_OK if report.ok else EXIT_FAILURE
+    say(f"from {report.source}")
+    say(f"to   {report.target}")
+    for b in report.bases:
+        counts = f"{b.target_items} item(s), {b.target_chunks} chunk(s), {b.target_vectors} vector(s)"
+        if b.status == "moved" and b.verified:
+            say(f"  {b.name}  {b.id}: copied, {counts}: counts verified")
+        elif b.status == "kept" and b.verified:
+            say(f"  {b.name}  {b.id}: already in the target, {counts}: counts verified")
+        else:
+            say(f"  {b.name}  {b.id}: NOT verified: {b.reason or 'counts differ'}: source "
+                f"{b.items}/{b.chunks}/{b.vectors}, target {b.target_items}/{b.target_chunks}/{b.target_vectors} "
+                "(items/chunks/vectors)")
+    for base_id in report.cleaned:
+        say(f"  dropped the unfinished copy of base {base_id} left by an interrupted migrate")
+    rate = f" ({report.chunks / report.seconds:,.0f} chunks/s)" if report.chunks and report.seconds > 0 else ""
+    moved = sum(1 for b in report.bases if b.status == "moved")
+    say(f"copied {moved} base(s), {report.groups} group(s), {report.chunks} chunk(s) in {report.seconds:.1f} s{rate}; "
+        + ("every base's items, chunks and vectors verified" if report.ok else "SOME COUNTS DIFFER (see above)"))
+    return EXIT_OK if report.ok else EXIT_FAILURE
 
 
 async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from ktui.core.models import Chunk, ChunkRecord
+from ktui.core.store.rows import StoredRows
 
 
 class ChunkStore(Protocol):
@@ -36,6 +37,18 @@ class ChunkStore(Protocol):
     def item_ids(self) -> set[str]: ...
 
     def count(self) -> int: ...
+
+    def count_vectors(self) -> int:
+        """Chunks with a vector of the store's width (counted from the rows)."""
+        ...
+
+    def read_rows(self, after: int = 0, limit: int = 1000) -> StoredRows:
+        """Chunk rows after insertion position `after`, exactly as stored (ids and vectors)."""
+        ...
+
+    def write_rows(self, rows: StoredRows, *, settle: bool = True) -> int:
+        """Append rows another store's `read_rows` gave, keeping ids and vectors, in one transaction."""
+        ...
 
     def search_vector(self, query: np.ndarray, k: int) -> list[tuple[str, float]]: ...
 

@@ -18,7 +18,7 @@ from ktui.core.models import ChunkRecord
 from ktui.core.search.keyword import fts_match_expression
 
 from .hybrid import HybridSearch
-from .rows import batches, id_list, is_corruption, record
+from .rows import StoredRows, batches, id_list, is_corruption, record
 from .sidecar import MatrixSidecar
 from .vector_search import normalise, search_snapshot
 
@@ -74,6 +74,30 @@ class ChunkQueries(HybridSearch, MatrixSidecar):
     def count(self) -> int:
         with self._lock, self._sql("count chunks"):
             return int(self._con.execute("SELECT count(*) FROM chunk").fetchone()[0])
+
+    def count_vectors(self) -> int:
+        """Chunks whose stored vector has this store's width (all of them in a healthy store)."""
+        with self._lock, self._sql("count vectors"):
+            return int(self._con.execute(
+                "SELECT count(*) FROM chunk WHERE length(vector) = ?", (self.dimensions * 4,)
+            ).fetchone()[0])
+
+    def read_rows(self, after: int = 0, limit: int = 1000) -> StoredRows:
+        """Up to ``limit`` chunk rows after insertion position ``after``, in insertion order,
+        exactly as stored (ids, metadata text, vectors): one page of a whole-store copy."""
+        with self._lock, self._sql("read chunk rows"):
+            rows = self._con.execute(
+                "SELECT seq, id, item_id, chunk_index, text, metadata, vector FROM chunk WHERE seq > ? "
+                "ORDER BY seq LIMIT ?", (int(after), int(limit)),
+            ).fetchall()
+        width = self.dimensions * 4
+        for row in rows:
+            if not isinstance(row[6], bytes) or len(row[6]) != width:
+                raise StoreError(f"Vector store file {self.path}: chunk {row[1]} has no vector of {self.dimensions} "
+                                 "dimensions (run `ktui doctor`)")
+        vectors = np.frombuffer(b"".join(r[6] for r in rows), dtype=np.float32).reshape(len(rows), self.dimensions)
+        return StoredRows([int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                          [int(r[3]) for r in rows], [r[4] for r in rows], [r[5] for r in rows], vectors)
 
     # --------------------------------------------------------------- search
 

@@ -6,7 +6,10 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ktui.core.models import ChunkRecord
 
@@ -49,6 +52,25 @@ def record(row: Sequence[Any]) -> ChunkRecord:
         text=text,
         metadata=meta if isinstance(meta, dict) else {},
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRows:
+    """A run of a store's chunk rows exactly as stored, in insertion order: what moves between
+    backends unchanged (`read_rows` / `write_rows`, used by `ktui migrate`), ids and vectors
+    included, so nothing is embedded again. Columns, not row objects: a batch of 1,000
+    rows of 768 dimensions is one 3 MB matrix."""
+
+    seqs: list[int]  # the source's insertion positions: `read_rows(after=seqs[-1])` pages on
+    ids: list[str]
+    item_ids: list[str]
+    indexes: list[int]
+    texts: list[str]
+    metadata: list[str]  # JSON text, as stored
+    vectors: np.ndarray  # (n, dimensions) float32
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 def batches(values: Sequence[Any], size: int = BATCH) -> Iterator[list[Any]]:

@@ -17,7 +17,7 @@ from ktui.core.models import Chunk, ChunkRecord
 from ktui.core.search.keyword import index_text
 from ktui.core.storage_faults import rollback_quietly
 
-from .rows import batches, id_list, new_chunk_rows, record
+from .rows import StoredRows, batches, id_list, new_chunk_rows, record
 from .sidecar import MatrixSidecar
 
 
@@ -78,6 +78,36 @@ class ChunkWrites(MatrixSidecar):
             arr = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
             self._apply(index_, old, np.asarray(new, np.int64), arr, generation)
         return ids
+
+    def write_rows(self, rows: StoredRows, *, settle: bool = True) -> int:
+        """Append chunk rows read from another store (`read_rows`), keeping their ids, items,
+        metadata and vectors, in ONE transaction; the full-text entries are derived here.
+        A chunk id or (item, index) already present fails the whole write (StoreError).
+        ``settle`` is for backends with an index to build after a bulk load (none here)."""
+        if not len(rows):
+            return 0
+        arr = self._check_vectors(rows.vectors, len(rows), what="vectors of the copied rows")
+        values = [(cid, item_id, index, text, metadata, arr[i].tobytes(), index_text(text))
+                  for i, (cid, item_id, index, text, metadata) in enumerate(
+                      zip(rows.ids, rows.item_ids, rows.indexes, rows.texts, rows.metadata, strict=True))]
+        with self._lock, self._sql(f"write {len(values)} copied chunks"):
+            index_ = self._ensure_index()
+            con = self._con
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                first = con.execute("SELECT coalesce(max(seq), 0) FROM chunk").fetchone()[0]
+                con.executemany(
+                    "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    values,
+                )
+                new = [r[0] for r in con.execute("SELECT seq FROM chunk WHERE seq > ? ORDER BY seq", (first,))]
+                generation = self._bump_generation()
+                con.execute("COMMIT")
+            except BaseException:
+                rollback_quietly(con)
+                raise
+            self._apply(index_, [], np.asarray(new, np.int64), arr, generation)
+        return len(values)
 
     def delete_items(self, item_ids: Iterable[str]) -> int:
         """Delete every chunk of these items in one transaction; returns how many were deleted."""

@@ -35,7 +35,7 @@ from ktui.core.models import Chunk, ChunkRecord
 
 from ..connection import check_vectors
 from ..hybrid import HybridSearch
-from ..rows import id_list, new_chunk_rows, record
+from ..rows import StoredRows, id_list, new_chunk_rows, record
 from ..vector_search import normalise
 from .connection import Connections, scrub
 from .schema import HNSW_MAX_DIMENSIONS, REGISTRY, hnsw_index_name
@@ -274,6 +274,38 @@ class PgBaseStore(HybridSearch):
                 self._maybe_build_index(con, total)
         return ids
 
+    def write_rows(self, rows: StoredRows, *, settle: bool = True) -> int:
+        """Append chunk rows read from another store (`read_rows`), keeping their ids, items,
+        metadata and vectors (normalised, as every write stores them), in ONE transaction;
+        the tsvector and length are derived here. A chunk id or (item, index) already
+        present fails the whole write. ``settle``: build the HNSW index now if the base is
+        past its size (a bulk load passes False until its last batch, so the index is
+        built once over every row instead of being updated row by row)."""
+        if not len(rows):
+            return 0
+        arr = normalise(check_vectors(rows.vectors, len(rows), self.dimensions, what="vectors of the copied rows"))
+        values: list[tuple[Any, ...]] = []
+        for i, (cid, item_id, index, text, metadata) in enumerate(
+                zip(rows.ids, rows.item_ids, rows.indexes, rows.texts, rows.metadata, strict=True)):
+            stored = text.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
+            fts, length = indexed(stored)
+            values.append((cid, item_id, index, stored, metadata.replace("\x00", "\ufffd"), arr[i], fts, length))
+        with self._job(f"write {len(values)} copied chunks") as con:
+            with con.transaction():
+                self._bump(con)
+                with con.cursor() as c:
+                    c.executemany(
+                        sql.SQL(
+                            "INSERT INTO {} (id, item_id, chunk_index, text, metadata, embedding, fts, length) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s)"
+                        ).format(self._t),
+                        values,
+                    )
+                total = self._add_rows(con, len(values), sum(v[-1] for v in values))
+            if settle:
+                self._maybe_build_index(con, total)
+        return len(values)
+
     def delete_items(self, item_ids: Iterable[str], *, con: psycopg.Connection[Any] | None = None) -> int:
         """Delete every chunk of these items in one transaction; returns how many were deleted.
         With `con`, inside the caller's open transaction (see `replace_items`)."""
@@ -349,6 +381,29 @@ class PgBaseStore(HybridSearch):
         if row is None:
             raise StoreError(f"{self.where} no longer exists (the base was deleted)")
         return int(row[0])
+
+    def count_vectors(self) -> int:
+        """Chunks with a vector of this base's width (the column's type makes it every chunk;
+        counted from the table itself, not the registry, so a copy is checked against the rows)."""
+        with self._job("count vectors") as con:
+            row = con.execute(
+                sql.SQL("SELECT count(*) FROM {} WHERE vector_dims(embedding) = %s").format(self._t), (self.dimensions,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def read_rows(self, after: int = 0, limit: int = 1000) -> StoredRows:
+        """Up to ``limit`` chunk rows after insertion position ``after``, in insertion order,
+        exactly as stored (ids, metadata text, unit-length vectors)."""
+        with self._job("read chunk rows") as con:
+            rows = con.execute(
+                sql.SQL("SELECT seq, id, item_id, chunk_index, text, metadata, embedding FROM {} WHERE seq > %s "
+                        "ORDER BY seq LIMIT %s").format(self._t),
+                (int(after), int(limit)),
+            ).fetchall()
+        vectors = (np.stack([_array(r[6]) for r in rows]) if rows
+                   else np.empty((0, self.dimensions), np.float32))
+        return StoredRows([int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                          [int(r[3]) for r in rows], [r[4] for r in rows], [r[5] for r in rows], vectors)
 
     def has_hnsw(self) -> bool:
         """Whether searches of this base go through its HNSW index."""
@@ -557,6 +612,13 @@ class PgBaseStore(HybridSearch):
                 if _lexemes(fts) != _lexemes(indexed(text)[0]):
                     problems.append(f"chunk {cid}: its full-text entry does not match its text")
         return problems
+
+
+def _array(value: Any) -> np.ndarray:
+    """A vector column's value as float32 (pgvector hands out numpy arrays, or `Vector`s
+    when the binary format is used)."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy is not None else value, dtype=np.float32)
 
 
 def _lexemes(tsvector: str) -> dict[str, str]:
