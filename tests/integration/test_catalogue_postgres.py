@@ -249,3 +249,31 @@ async def test_a_childs_parent_check_looks_the_parent_up_by_id_first(postgres_se
                     "SELECT 1 FROM ONLY knowledge_item x WHERE base_id = $1 AND id = $2 FOR KEY SHARE OF x")
         plan = "\n".join(r[0] for r in con.execute("EXPLAIN EXECUTE parent('b', 'i')"))
         assert "idx_item_base_group" not in plan and "Index Scan" in plan, plan
+
+
+async def test_a_writer_that_hangs_mid_transaction_does_not_hold_the_others_for_long(postgres_server, pg_schema) -> None:
+    """A transaction left waiting between statements (a hung process, a machine off the
+    network) is ended by the server after `idle_in_transaction_timeout`: the catalogue lock
+    is free for the other processes, the hung one's write is rolled back and fails, and
+    its next call works on a new connection."""
+    url = postgres_server.url
+    hung = await PgDatabase.open(url, schema=pg_schema, idle_in_transaction_timeout=0.2)
+    other = await PgDatabase.open(url, schema=pg_schema)
+    try:
+        pid = hung._con.info.backend_pid
+        with pytest.raises(StoreError):
+            async with hung.transaction() as conn:
+                await conn.execute("INSERT INTO knowledge_group (id, name, created_at, updated_at) "
+                                   "VALUES ('g', 'lost', 'a', 'a')")
+                # meanwhile another process writes: it waits for the lock, then gets it
+                waiting = asyncio.create_task(BaseWrites(other).create_group("other"))
+                with psycopg.connect(url, autocommit=True) as admin:
+                    await asyncio.to_thread(_wait_until, lambda: admin.execute(
+                        "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is None,
+                        "the server ends the idle transaction's session")
+                assert (await waiting).name == "other"
+                await conn.execute("SELECT 1")  # the hung writer's connection is gone
+        assert [g.name for g in await BaseWrites(hung).list_groups()] == ["other"]  # a new connection
+    finally:
+        await hung.close()
+        await other.close()

@@ -58,6 +58,8 @@ T = TypeVar("T")
 # run_in_transaction's commits do not wait for the WAL flush (see the module docstring)
 ASYNC_COMMIT = "SET LOCAL synchronous_commit = off"
 
+IDLE_IN_TRANSACTION_TIMEOUT = 60.0  # seconds; see PgDatabase.open
+
 
 # --- SQL text and rows ------------------------------------------------------------
 
@@ -247,8 +249,9 @@ class PgDatabase:
     dialect: PgDialect = POSTGRES
     pipelined = True  # run_in_transaction in pipeline mode (False: a round trip per statement; benchmarks compare)
 
-    def __init__(self, pool: Connections):
+    def __init__(self, pool: Connections, idle_in_transaction_timeout: float = IDLE_IN_TRANSACTION_TIMEOUT):
         self._pool = pool
+        self._idle_timeout_ms = max(1, round(idle_in_transaction_timeout * 1000))
         self.url = pool.url
         self.schema = pool.schema
         self._where = f"PostgreSQL catalogue {pool.where} (schema {pool.schema})"
@@ -266,11 +269,18 @@ class PgDatabase:
         return self._where
 
     @classmethod
-    async def open(cls, url: str, *, schema: str = "ktui") -> PgDatabase:
+    async def open(
+        cls, url: str, *, schema: str = "ktui", idle_in_transaction_timeout: float = IDLE_IN_TRANSACTION_TIMEOUT
+    ) -> PgDatabase:
         """Connect, create the schema if needed and migrate it (under the catalogue lock).
         SchemaVersionError when a newer ktui wrote it; StoreError when the server cannot
-        be reached or refuses (its message without credentials)."""
-        db = cls(Connections(url, schema, size=1))
+        be reached or refuses (its message without credentials).
+
+        `idle_in_transaction_timeout` (seconds): the server ends this connection's session
+        when a transaction of it waits that long between statements, so a process that
+        hangs or a machine that drops off the network mid-write cannot hold the catalogue
+        lock (every process's writes) for as long as TCP takes to notice (hours)."""
+        db = cls(Connections(url, schema, size=1), idle_in_transaction_timeout)
         try:
             await db._call(db._open)
         except BaseException:
@@ -307,6 +317,7 @@ class PgDatabase:
             self._con = None
             con = self._pool.connect()
             con.row_factory = _rows
+            con.execute(f"SET idle_in_transaction_session_timeout = {self._idle_timeout_ms}")
             con.adapters.register_dumper(str, _NulSafeBinary)
             con.adapters.register_dumper(str, _NulSafeText)
             self._con = con
