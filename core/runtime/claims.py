@@ -15,7 +15,8 @@ the runtime skips every call). On PostgreSQL every process may index
 * completes or fails an item only through ``guard``: called first inside the
   catalogue transaction of that write, it returns the items still held (their claims
   given back in that same transaction) and the write leaves out the others, whose
-  claim was lost to another process (nothing written twice);
+  claim was lost to another process (nothing written twice); a completion's guard
+  (``completing``) writes the held leaves' chunks in that transaction too;
 * gives its claims back when it closes, leaving its unfinished items `processing` for
   the others instead of failing them "interrupted by shutdown".
 
@@ -27,7 +28,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+
 from ktui.core.catalogue import WriteGuard
+from ktui.core.models import Chunk
+from ktui.core.store.protocol import ChunkStore
+
+ChunkEntry = tuple[str, Sequence[Chunk], np.ndarray]  # an item's new chunks and their vectors
 
 
 class WorkClaims(Protocol):
@@ -46,6 +53,13 @@ class WorkClaims(Protocol):
     @property
     def guard(self) -> WriteGuard | None:
         """For a completion or failure write: (connection, ids) -> the ids still held."""
+        ...
+
+    def completing(self, store: ChunkStore, entries: Sequence[ChunkEntry]) -> WriteGuard | None:
+        """The guard of a group of leaves' completion that also writes their chunks, in the
+        same transaction and only for the leaves still held: an item's chunks, its
+        `completed` row and its claim's release commit together or not at all. None: the
+        caller writes the chunks itself first (one indexer: nobody to race)."""
         ...
 
     async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:
@@ -75,6 +89,9 @@ class NoClaims:
     shared = False
     heartbeat_every = 0.0
     guard: WriteGuard | None = None
+
+    def completing(self, store: ChunkStore, entries: Sequence[ChunkEntry]) -> WriteGuard | None:
+        return None
 
     async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:
         return list(item_ids)

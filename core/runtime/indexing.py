@@ -176,9 +176,13 @@ class LeafIndexer:
         live = [w for w, r in zip(batch, refused, strict=True) if r is None]
         if live:
             store = await self.runtime.store(base)
-            await asyncio.to_thread(store.replace_items, [(w.item.id, w.chunks, w.vectors) for w in live])
             claims = self.runtime.claims
-            done = await self.runtime.state.complete_many([(w.item.id, w.recorded) for w in live], guard=claims.guard)
+            entries = [(w.item.id, w.chunks, w.vectors) for w in live]
+            # shared catalogue: the chunks are written in the completion's transaction, held leaves only
+            guard = claims.completing(store, entries) if claims.shared else None
+            if guard is None:
+                await asyncio.to_thread(store.replace_items, entries)
+            done = await self.runtime.state.complete_many([(w.item.id, w.recorded) for w in live], guard=guard)
             if claims.shared:  # a leaf whose claim another process took over is its to finish
                 written = {i.id for i in done}
                 refused = [r if r is not None or w.item.id in written else TaskInterrupted("claimed by another process")

@@ -135,6 +135,8 @@ async def test_a_stalled_runtime_is_taken_over_and_its_late_completion_writes_no
         await b.runtime.wait_idle()
         assert set((await statuses(b, ids)).values()) == {ItemStatus.COMPLETED}
 
+        store = PgStoreManager(url, schema=pg_schema).get(base_id, 64)
+        chunks_by_b = {c.id for c in store.list_chunks(running)}
         gate.set()  # a wakes up and tries to complete what b already did
         await a.runtime.wait_idle()
         assert a.runtime.queue.done == 0 and a.runtime.queue.failed == 0  # refused, not failed
@@ -142,8 +144,8 @@ async def test_a_stalled_runtime_is_taken_over_and_its_late_completion_writes_no
         assert set((await statuses(a, ids)).values()) == {ItemStatus.COMPLETED}
         with a.claims._pool.connection() as con:
             assert con.execute("SELECT count(*) FROM item_lease").fetchone()[0] == 0
-        store = PgStoreManager(url, schema=pg_schema).get(base_id, 64)
-        assert store.count() == 6  # one chunk per note, whoever wrote it last
+        assert store.count() == 6
+        assert {c.id for c in store.list_chunks(running)} == chunks_by_b  # a's late chunks were never written
 
 
 async def test_a_closed_machines_unfinished_work_is_resumed_by_another(postgres_server, pg_schema, tmp_path, server):

@@ -5,8 +5,9 @@ Several processes index one catalogue: an item's task runs where its lease is
 small pool of autocommit connections of this object's own, each call on a thread (they
 are single statements, never inside the catalogue's transactions, so they never wait
 for the catalogue's writer lock). The completion guard runs inside the catalogue's
-write transaction, on its connection (``PgSyncConn.raw``): the lease's DELETE and the
-item's completed / failed row commit together, or neither does.
+write transaction, on its connection (``PgSyncConn.raw``): the lease's DELETE, the
+item's completed / failed row and (``completing``) the leaf's chunks commit together, or
+none does.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 import psycopg
 
-from ktui.core.catalogue import SyncConn
+from ktui.core.catalogue import SyncConn, WriteGuard
 from ktui.core.errors import StoreError
+from ktui.core.models import Chunk
 
 from .catalogue import PgSyncConn
 from .connection import Connections, scrub
@@ -51,6 +54,20 @@ class PgWorkClaims:
         if not isinstance(conn, PgSyncConn):
             raise TypeError("PostgreSQL work claims guard writes of a PostgreSQL catalogue only")
         return self.leases.take_back(conn.raw, item_ids)
+
+    def completing(self, store: Any, entries: Sequence[tuple[str, Sequence[Chunk], np.ndarray]]) -> WriteGuard:
+        """Take the leases back, then write the held leaves' chunks into the same
+        transaction (``PgBaseStore.replace_items(con=)``, a savepoint of it)."""
+        by_item = {e[0]: e for e in entries}
+
+        def guard(conn: SyncConn, item_ids: list[str]) -> list[str]:
+            held = self._guard(conn, item_ids)
+            if held:
+                assert isinstance(conn, PgSyncConn)  # checked by _guard
+                store.replace_items([by_item[i] for i in held if i in by_item], con=conn.raw)
+            return held
+
+        return guard
 
     async def _run(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         def run() -> T:
