@@ -47,9 +47,10 @@ def test_one_machine_indexes_a_folder_and_another_searches_it(tmp_path, server, 
     # the environment variable works like the option, and the other machine can write too
     outputs.append(two("add", "Team", "--note", "Otters use stones as tools.", "--wait", env=two.env(KTUI_STORE=url)))
     items = one.json("--store", url, "items", "Team", "--all")
-    assert len(items["items"]) == 5  # the folder, its sub-folder, two files, the note
+    assert len(items["items"]) == 5  # the folder, its sub-folder, two files, the note (before the debug one)
     assert not (one.home / "knowledge.db").exists() and not (two.home / "knowledge.db").exists()
-    outputs.append(one("--store", url, "doctor"))
+    outputs.append(one("--store", url, "doctor", "--json"))
+    outputs.append(one("--debug", "--store", url, "add", "Team", "--note", "Debug logs too.", "--wait"))  # every log line
     for proc in outputs:
         assert SECRET not in proc.stdout + proc.stderr
 
