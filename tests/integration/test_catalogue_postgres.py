@@ -277,3 +277,31 @@ async def test_a_writer_that_hangs_mid_transaction_does_not_hold_the_others_for_
     finally:
         await hung.close()
         await other.close()
+
+
+async def test_a_big_folder_is_inserted_in_multi_row_statements(postgres_server, pg_schema, monkeypatch) -> None:
+    """executemany of a plain INSERT goes out as multi-row VALUES (here 3 statements of at
+    most 100 rows: MAX_BOUND lowered), every row written once, in order, its rules checked."""
+    import ktui.core.store.postgres.catalogue as catalogue
+
+    monkeypatch.setattr(catalogue, "MAX_BOUND", 1000)  # 100 rows of 10 columns per statement
+    db = await PgDatabase.open(postgres_server.url, schema=pg_schema)
+    try:
+        base = await BaseWrites(db).create(name="B", embedding_model_id=MODEL, dimensions=D)
+        items = ItemWrites(db)
+        (root,) = await items.create_roots(base.id, [ValidItem(ItemType.DIRECTORY, DirectoryItemData("/d", "/d"))])
+        specs = [ChildSpec(ItemType.FILE, FileItemData(f"/d/{n}", f"/d/{n}")) for n in range(250)]
+        kids = await items.create_children(base.id, root.id, specs)
+        assert [k.data.path for k in kids] == [f"/d/{n}" for n in range(250)]
+        assert [c.id for c in await items.children(root.id)] == [k.id for k in kids]
+        page = await items.unfinished_page(ItemStatus.PROCESSING, 0, 300)
+        assert [p[1] for p in page] == [root.id, *(k.id for k in kids)]  # rowids in insertion order
+        bad = [(f"x{n}", base.id, root.id, "file", "{not json" if n == 150 else "{}", "idle", None, None, "t", "t")
+               for n in range(200)]
+        with pytest.raises(ConstraintError):
+            await db.run_in_transaction(lambda conn: conn.executemany(
+                "INSERT INTO knowledge_item (id, base_id, group_id, type, data, status, phase, error, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", bad))
+        assert len(await items.children(root.id)) == 250  # the first 100 rolled back with the rest
+    finally:
+        await db.close()
