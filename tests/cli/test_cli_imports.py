@@ -1,4 +1,4 @@
-"""Start-up: a search or a listing imports neither the parsers nor unused providers (issue 17).
+"""Start-up: a search or a listing imports neither the parsers nor unused providers (issue 17), nor on SQLite the PostgreSQL driver.
 
 Each command runs as a real `ktui` process on a real data directory; a small
 wrapper runs the CLI's `main` and then reports which heavy packages ended up in
@@ -16,7 +16,7 @@ import pytest
 from tests.cli.test_cli import Ktui, server  # noqa: F401 - the module's embedding server fixture
 
 INGEST = {"lxml", "pathspec", "trafilatura", "pypdf", "docx", "defusedxml", "justext", "charset_normalizer"}
-UNUSED = {"wordllama", "watchfiles", "textual"}  # the base uses an HTTP model and watches nothing
+UNUSED = {"wordllama", "watchfiles", "textual", "psycopg", "pgvector"}  # an HTTP model, nothing watched, SQLite
 # what used to come along although a search never needs it: httpx's own command-line
 # client (rich, click, pygments), the `regex` module of emoji validation, numpy.random
 # of the store's spot check
