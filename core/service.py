@@ -30,9 +30,7 @@ from ktui.core.data.imports import ImportLedger
 from ktui.core.data.item_service import KnowledgeItemService
 from ktui.core.data.validation import require_id, require_model_id
 from ktui.core.db import Database
-from ktui.core.doctor import DoctorReport
 from ktui.core.embeddings import EmbeddingService
-from ktui.core.engine import RankResult
 from ktui.core.errors import InvalidOperationError, KnowledgeError, ReadOnlyError
 from ktui.core.lockfile import DataDirLock, HolderInfo, busy_message, read_holder
 from ktui.core.models import (
@@ -65,6 +63,8 @@ from ktui.core.runtime.status import StateWriter
 from ktui.core.store import StoreManager, Stores
 
 if TYPE_CHECKING:
+    from ktui.core.doctor import DoctorReport
+    from ktui.core.engine import RankResult
     from ktui.core.transfer import ImportReport
     from ktui.core.transfer.migrate import MigrationReport, Progress
 

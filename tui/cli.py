@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import os
 import shutil
 import sys
@@ -120,7 +121,10 @@ def _base_settings(p: argparse.ArgumentParser, *, update: bool) -> None:
                    help="most pages recognised in one file ('none' follows the settings, 500)", **d)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (`only`, a command name) the top level and that one
+    command: argparse's parsers and arguments cost ~15-25 ms to build, mostly gettext
+    lookups, and a command never parses another's (`main` picks it by `command_word`)."""
     parser = _Parser(
         prog=PROG,
         description="Local knowledge bases in the terminal. Without a command, opens the TUI.",
@@ -131,139 +135,188 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    def want(name: str) -> bool:
+        return only is None or only == name
+
     def command(parent: Any, name: str, help_text: str) -> argparse.ArgumentParser:
         p = parent.add_parser(name, help=help_text, description=help_text)
         _common(p, top=False)
         return p
 
-    # base ...
-    base = sub.add_parser("base", help="create, list, show, update, delete, restore, export, import bases")
-    bsub = base.add_subparsers(dest="base_command", metavar="ACTION", required=True)
-    p = command(bsub, "create", "create a knowledge base")
-    p.add_argument("name")
-    p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
-    p.add_argument("--dimensions", type=int, metavar="N", help="vector width (default: detected from the model)")
-    _base_settings(p, update=False)
-    command(bsub, "list", "list knowledge bases")
-    p = command(bsub, "show", "show one base's settings")
-    p.add_argument("base", help="base id or unique name")
-    p = command(bsub, "update", "change a base's settings (not its model: use restore)")
-    p.add_argument("base", help="base id or unique name")
-    _base_settings(p, update=True)
-    p = command(bsub, "delete", "delete a base, its items and its index")
-    p.add_argument("base", nargs="+", help="base id or unique name")
-    p = command(bsub, "restore", "rebuild a base with another (or a now available) embedding model")
-    p.add_argument("base", help="base id or unique name")
-    p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
-    p.add_argument("--dimensions", type=int, metavar="N", help="vector width (default: detected from the model)")
-    p.add_argument("--name", help="name of the new base (default: the source's)")
-    p.add_argument("--wait", action="store_true", help="index now and wait until done")
-    p = command(bsub, "export", "write bases (settings + root items) as a JSON document")
-    p.add_argument("base", nargs="*", help="base id or unique name")
-    p.add_argument("--all", action="store_true", help="export every base")
-    p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
-    p = command(bsub, "import", "recreate bases from an export or a legacy data.json backup")
-    p.add_argument("file", help="JSON file ('-' reads stdin)")
-    p.add_argument("--wait", action="store_true", help="index now and wait until done")
-    p.add_argument("--again", action="store_true",
-                   help="import bases that were imported from the same content before (a copy, 'Name (2)')")
+    if want("base"):
+        base = sub.add_parser("base", help="create, list, show, update, delete, restore, export, import bases")
+        bsub = base.add_subparsers(dest="base_command", metavar="ACTION", required=True)
+        p = command(bsub, "create", "create a knowledge base")
+        p.add_argument("name")
+        p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
+        p.add_argument("--dimensions", type=int, metavar="N", help="vector width (default: detected from the model)")
+        _base_settings(p, update=False)
+        command(bsub, "list", "list knowledge bases")
+        p = command(bsub, "show", "show one base's settings")
+        p.add_argument("base", help="base id or unique name")
+        p = command(bsub, "update", "change a base's settings (not its model: use restore)")
+        p.add_argument("base", help="base id or unique name")
+        _base_settings(p, update=True)
+        p = command(bsub, "delete", "delete a base, its items and its index")
+        p.add_argument("base", nargs="+", help="base id or unique name")
+        p = command(bsub, "restore", "rebuild a base with another (or a now available) embedding model")
+        p.add_argument("base", help="base id or unique name")
+        p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
+        p.add_argument("--dimensions", type=int, metavar="N", help="vector width (default: detected from the model)")
+        p.add_argument("--name", help="name of the new base (default: the source's)")
+        p.add_argument("--wait", action="store_true", help="index now and wait until done")
+        p = command(bsub, "export", "write bases (settings + root items) as a JSON document")
+        p.add_argument("base", nargs="*", help="base id or unique name")
+        p.add_argument("--all", action="store_true", help="export every base")
+        p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+        p = command(bsub, "import", "recreate bases from an export or a legacy data.json backup")
+        p.add_argument("file", help="JSON file ('-' reads stdin)")
+        p.add_argument("--wait", action="store_true", help="index now and wait until done")
+        p.add_argument("--again", action="store_true",
+                       help="import bases that were imported from the same content before (a copy, 'Name (2)')")
 
-    p = command(sub, "add", "add files, folders, URLs, sitemaps or notes to a base")
-    p.add_argument("base", help="base id or unique name")
-    p.add_argument("sources", nargs="*", metavar="PATH|URL", help="existing file or directory, or http(s) URL")
-    p.add_argument("--dir", action="store_true", help="the paths must be directories")
-    p.add_argument("--sitemap", action="store_true", help="the URLs are sitemaps (their pages are added)")
-    p.add_argument("--note", action="append", default=[], metavar="TEXT", help="add a note ('-' reads stdin); repeatable")
-    p.add_argument("--source-url", metavar="URL", help="where the notes came from")
-    p.add_argument("--watch", action="store_true", help="keep directories in sync while the TUI runs")
-    p.add_argument("--wait", action="store_true", help="index now and wait until done")
+    if want("add"):
+        p = command(sub, "add", "add files, folders, URLs, sitemaps or notes to a base")
+        p.add_argument("base", help="base id or unique name")
+        p.add_argument("sources", nargs="*", metavar="PATH|URL", help="existing file or directory, or http(s) URL")
+        p.add_argument("--dir", action="store_true", help="the paths must be directories")
+        p.add_argument("--sitemap", action="store_true", help="the URLs are sitemaps (their pages are added)")
+        p.add_argument("--note", action="append", default=[], metavar="TEXT", help="add a note ('-' reads stdin); repeatable")
+        p.add_argument("--source-url", metavar="URL", help="where the notes came from")
+        p.add_argument("--watch", action="store_true", help="keep directories in sync while the TUI runs")
+        p.add_argument("--wait", action="store_true", help="index now and wait until done")
 
-    p = command(sub, "items", "list a base's items")
-    p.add_argument("base", help="base id or unique name")
-    p.add_argument("--all", action="store_true", help="include the children of directories and sitemaps")
-    p.add_argument("--type", choices=["file", "url", "note", "directory", "sitemap"])
+    if want("items"):
+        p = command(sub, "items", "list a base's items")
+        p.add_argument("base", help="base id or unique name")
+        p.add_argument("--all", action="store_true", help="include the children of directories and sitemaps")
+        p.add_argument("--type", choices=["file", "url", "note", "directory", "sitemap"])
 
-    p = command(sub, "item", "show one item: status, error, chunks, which pages OCR recognised, chunks past the model's window")
-    p.add_argument("base", help="base id or unique name")
-    p.add_argument("item", help="item id, id prefix, source or name")
+    if want("item"):
+        p = command(sub, "item", "show one item: status, error, chunks, which pages OCR recognised, chunks past the model's window")
+        p.add_argument("base", help="base id or unique name")
+        p.add_argument("item", help="item id, id prefix, source or name")
 
-    p = command(sub, "reindex", "read and embed items again")
-    p.add_argument("base", help="base id or unique name")
-    p.add_argument("items", nargs="*", metavar="ITEM", help="item id, id prefix, source or name")
-    p.add_argument("--all", action="store_true",
-                   help="rebuild the whole base from its sources (also repairs a damaged or missing store)")
-    p.add_argument("--wait", action="store_true", help="index now and wait until done")
+    if want("reindex"):
+        p = command(sub, "reindex", "read and embed items again")
+        p.add_argument("base", help="base id or unique name")
+        p.add_argument("items", nargs="*", metavar="ITEM", help="item id, id prefix, source or name")
+        p.add_argument("--all", action="store_true",
+                       help="rebuild the whole base from its sources (also repairs a damaged or missing store)")
+        p.add_argument("--wait", action="store_true", help="index now and wait until done")
 
-    p = command(sub, "rm", "remove items (and their chunks) from a base")
-    p.add_argument("base", help="base id or unique name")
-    p.add_argument("items", nargs="+", metavar="ITEM", help="item id, id prefix, source or name")
+    if want("rm"):
+        p = command(sub, "rm", "remove items (and their chunks) from a base")
+        p.add_argument("base", help="base id or unique name")
+        p.add_argument("items", nargs="+", metavar="ITEM", help="item id, id prefix, source or name")
 
-    p = command(sub, "search", "search one base, several, or all of them")
-    p.add_argument("terms", nargs="+", metavar="BASE... QUERY",
-                   help="base ids or unique names, then the query (with --all: the query only)")
-    p.add_argument("--all", action="store_true", help="search every usable base")
-    p.add_argument("--mode", choices=["hybrid", "vector", "bm25", "default"],
-                   help="override the bases' search mode: hybrid, vector or bm25 ('default' = vector)")
-    p.add_argument("--top-k", type=int, metavar="N", help="number of results (default: the base's)")
-    p.add_argument("--type", action="append", dest="types", metavar="TYPE",
-                   choices=["file", "url", "note", "directory", "sitemap"],
-                   help="only items of this type, or read from a container of it (repeatable)")
-    p.add_argument("--under", metavar="PREFIX", help="only items whose path or URL starts with PREFIX")
-    p.add_argument("--after", metavar="DATE", help="only items added or reindexed at or after DATE (ISO-8601)")
+    if want("search"):
+        p = command(sub, "search", "search one base, several, or all of them")
+        p.add_argument("terms", nargs="+", metavar="BASE... QUERY",
+                       help="base ids or unique names, then the query (with --all: the query only)")
+        p.add_argument("--all", action="store_true", help="search every usable base")
+        p.add_argument("--mode", choices=["hybrid", "vector", "bm25", "default"],
+                       help="override the bases' search mode: hybrid, vector or bm25 ('default' = vector)")
+        p.add_argument("--top-k", type=int, metavar="N", help="number of results (default: the base's)")
+        p.add_argument("--type", action="append", dest="types", metavar="TYPE",
+                       choices=["file", "url", "note", "directory", "sitemap"],
+                       help="only items of this type, or read from a container of it (repeatable)")
+        p.add_argument("--under", metavar="PREFIX", help="only items whose path or URL starts with PREFIX")
+        p.add_argument("--after", metavar="DATE", help="only items added or reindexed at or after DATE (ISO-8601)")
 
-    p = command(sub, "chunks", "list the stored chunks of an item")
-    p.add_argument("base", help="base id or unique name")
-    p.add_argument("item", help="item id, id prefix, source or name")
+    if want("chunks"):
+        p = command(sub, "chunks", "list the stored chunks of an item")
+        p.add_argument("base", help="base id or unique name")
+        p.add_argument("item", help="item id, id prefix, source or name")
 
-    command(sub, "models", "list embedding models of every configured provider")
+    if want("models"):
+        command(sub, "models", "list embedding models of every configured provider")
 
-    p = command(sub, "doctor", "check every file of the data directory (and --repair what can be repaired)")
-    p.add_argument("--repair", action="store_true",
-                   help="fix what was found: rebuild damaged stores, delete stray files, re-queue stuck items")
-    p.add_argument("--wait", action="store_true", help="with --repair: wait until the rebuilds are done")
+    if want("doctor"):
+        p = command(sub, "doctor", "check every file of the data directory (and --repair what can be repaired)")
+        p.add_argument("--repair", action="store_true",
+                       help="fix what was found: rebuild damaged stores, delete stray files, re-queue stuck items")
+        p.add_argument("--wait", action="store_true", help="with --repair: wait until the rebuilds are done")
 
-    p = command(sub, "migrate", "copy the whole data directory to another backend (vectors kept, counts verified)")
-    p.add_argument("--to", required=True, metavar="URL|DIR",
-                   help="a postgresql:// URL, or the data directory of a SQLite store (docs/postgres.md)")
-    p.add_argument("--schema", metavar="NAME", help="the target's PostgreSQL schema (default: the settings' [store] schema, ktui)")
-    p.add_argument("--merge", action="store_true",
-                   help="add to a target that already holds bases (also resumes an interrupted migrate)")
-    p.add_argument("--batch", type=int, default=1000, metavar="N", help="chunks and items copied per batch (default 1000)")
+    if want("migrate"):
+        p = command(sub, "migrate", "copy the whole data directory to another backend (vectors kept, counts verified)")
+        p.add_argument("--to", required=True, metavar="URL|DIR",
+                       help="a postgresql:// URL, or the data directory of a SQLite store (docs/postgres.md)")
+        p.add_argument("--schema", metavar="NAME",
+                       help="the target's PostgreSQL schema (default: the settings' [store] schema, ktui)")
+        p.add_argument("--merge", action="store_true",
+                       help="add to a target that already holds bases (also resumes an interrupted migrate)")
+        p.add_argument("--batch", type=int, default=1000, metavar="N",
+                       help="chunks and items copied per batch (default 1000)")
 
-    p = command(sub, "wait", "index queued work now and wait until it is done")
-    p.add_argument("base", nargs="?", help="only this base (default: all)")
+    if want("wait"):
+        p = command(sub, "wait", "index queued work now and wait until it is done")
+        p.add_argument("base", nargs="?", help="only this base (default: all)")
 
-    p = command(sub, "watch", "keep folders with watch on fresh, headless, until SIGINT/SIGTERM")
-    p.add_argument("base", nargs="*", help="only these bases' folders (default: all)")
+    if want("watch"):
+        p = command(sub, "watch", "keep folders with watch on fresh, headless, until SIGINT/SIGTERM")
+        p.add_argument("base", nargs="*", help="only these bases' folders (default: all)")
 
-    p = command(sub, "rank", "rank JSON-lines records by similarity to QUERY (the Knowledge Engine)")
-    p.add_argument("query")
-    p.add_argument("--input", "-i", metavar="FILE", help="JSON-lines file (default: stdin)")
-    p.add_argument("--field", default="content", help="the record field holding the text (default: content)")
-    p.add_argument("--min-score", type=float, metavar="X", help="drop matches scoring below X")
-    p.add_argument("--top-k", type=int, metavar="N", help="keep the N best matches")
-    p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
+    if want("rank"):
+        p = command(sub, "rank", "rank JSON-lines records by similarity to QUERY (the Knowledge Engine)")
+        p.add_argument("query")
+        p.add_argument("--input", "-i", metavar="FILE", help="JSON-lines file (default: stdin)")
+        p.add_argument("--field", default="content", help="the record field holding the text (default: content)")
+        p.add_argument("--min-score", type=float, metavar="X", help="drop matches scoring below X")
+        p.add_argument("--top-k", type=int, metavar="N", help="keep the N best matches")
+        p.add_argument("--model", metavar="ID", help="embedding model provider::model (default: the settings')")
 
-    p = command(sub, "mcp", "serve the bases to AI agents over MCP (stdio); read-only unless --allow-writes")
-    p.add_argument("--allow-writes", action="store_true",
-                   help="hold the data directory and offer add_items and reindex as well")
+    if want("mcp"):
+        p = command(sub, "mcp", "serve the bases to AI agents over MCP (stdio); read-only unless --allow-writes")
+        p.add_argument("--allow-writes", action="store_true",
+                       help="hold the data directory and offer add_items and reindex as well")
 
-    p = command(sub, "serve", "serve the HTTP Data API (docs/http-api.md)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a token)")
-    p.add_argument("--port", type=int, default=8765, metavar="N", help="port (default 8765; 0 picks a free one)")
-    p.add_argument("--token", metavar="T", help="bearer token every request must carry (default: settings 'serve_token' / $KTUI_SERVE_TOKEN)")
+    if want("serve"):
+        p = command(sub, "serve", "serve the HTTP Data API (docs/http-api.md)")
+        p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a token)")
+        p.add_argument("--port", type=int, default=8765, metavar="N", help="port (default 8765; 0 picks a free one)")
+        p.add_argument("--token", metavar="T", help="bearer token every request must carry (default: settings 'serve_token' / $KTUI_SERVE_TOKEN)")
 
-    groups = sub.add_parser("groups", help="list, create, rename, delete base groups")
-    gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
-    command(gsub, "list", "list groups")
-    p = command(gsub, "create", "create a group")
-    p.add_argument("name")
-    p = command(gsub, "rename", "rename a group")
-    p.add_argument("group", help="group id or name")
-    p.add_argument("name")
-    p = command(gsub, "delete", "delete a group (its bases become ungrouped)")
-    p.add_argument("group", help="group id or name")
+    if want("groups"):
+        groups = sub.add_parser("groups", help="list, create, rename, delete base groups")
+        gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
+        command(gsub, "list", "list groups")
+        p = command(gsub, "create", "create a group")
+        p.add_argument("name")
+        p = command(gsub, "rename", "rename a group")
+        p.add_argument("group", help="group id or name")
+        p.add_argument("name")
+        p = command(gsub, "delete", "delete a group (its bases become ungrouped)")
+        p.add_argument("group", help="group id or name")
     return parser
+
+
+COMMANDS = ("base", "add", "items", "item", "reindex", "rm", "search", "chunks", "models", "doctor", "migrate", "wait",
+            "watch", "rank", "mcp", "serve", "groups")
+_VALUE_OPTIONS = ("--data-dir", "--config", "--store")  # the top-level options that take a value
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command `argv` runs, or None when the whole parser is needed: no command (the
+    TUI), one argparse would not know, or the top-level help asked for before it.
+
+    Options before the command are skipped as argparse reads them, abbreviations
+    (`--conf FILE`) and `--opt=value` included."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        if token == "--":
+            return None
+        if token.startswith("-") and token != "-":
+            if token == "-h" or (len(token) > 2 and "--help".startswith(token)):
+                return None
+            if len(token) > 2 and "=" not in token and any(o.startswith(token) for o in _VALUE_OPTIONS):
+                skip = True
+            continue
+        return token if token in COMMANDS else None
+    return None
 
 
 class _VersionAction(argparse.Action):
@@ -290,7 +343,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     # to a stub `httpx.main` (its documented behaviour without the `cli` extra).
     if "httpx" not in sys.modules:
         sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
-    parser = build_parser()
+    # Start-up imports several hundred modules and builds tens of thousands of objects
+    # that live as long as the process, and no garbage worth a collection: the collector
+    # walked them again and again (~5 % of a `ktui search`'s instructions). It is off
+    # until `startup_over` (the command's facade is open, or a long-running front end
+    # starts), and on again when `main` returns whatever happened.
+    gc.disable()
+    try:
+        return _main(argv)
+    finally:
+        gc.enable()
+
+
+def startup_over() -> None:
+    """End `main`'s start-up: what start-up built is frozen (never walked by a collection
+    again: it lives as long as the process) and the collector runs as usual. Nothing
+    when the collector is on (not under `main`, or already called)."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_word(argv))
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
     if debug:
@@ -355,16 +431,19 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command is None:
         from ktui.tui.launch import run_app  # textual is imported only here
 
+        startup_over()  # a long-running front end: the collector as usual (see `main`)
         return int(run_app(settings, demo=args.demo) or 0)
     if args.demo:
         raise UsageError("--demo only applies to the TUI (no command)")
     if args.command == "mcp":
         from ktui.tui.mcp_server import main as mcp_main
 
+        startup_over()
         return mcp_main(settings, allow_writes=args.allow_writes)
     if args.command == "serve":
         from ktui.tui.http_api.server import main as serve_main
 
+        startup_over()
         return serve_main(settings, host=args.host, port=args.port, token=args.token)
     from ktui.tui import cli_commands
 

@@ -51,7 +51,9 @@ def _read_records(path: str | None) -> list[dict[str, Any]]:
 async def cmd_rank(settings: Settings, args: argparse.Namespace) -> int:
     """JSON lines in, JSON lines out: `{"rank", "score", "degraded", "record"}` per match."""
     from ktui.core.engine import rank_docs_by_embedding, settings_embedder
+    from ktui.tui.cli import startup_over
 
+    startup_over()  # the records are read and ranked with the collector on
     if not args.query.strip():
         raise ValidationError.field("query", "must not be empty")
     if args.top_k is not None and args.top_k < 1:

@@ -8,7 +8,6 @@ import argparse
 
 from ktui.core import Settings
 from ktui.core.models import ItemStatus, KnowledgeItem
-from ktui.tui.cli_progress import WaitOutcome
 from ktui.tui.cli_render import (
     UsageError,
     dump,
@@ -88,6 +87,9 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from ktui.core.service import KnowledgeService
+    from ktui.tui.cli import startup_over
+
+    startup_over()  # a long copy: with the collector on (cli.main)
 
     if args.batch < 1:
         raise UsageError("--batch must be at least 1")
@@ -131,6 +133,8 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
             if base.is_usable:
                 roots.extend(i for i in await all_items(ks, base.id, everything=False)
                              if i.status == ItemStatus.PROCESSING)
+        from ktui.tui.cli_progress import WaitOutcome
+
         outcome = await wait_for(ks, sub, roots, args) if roots else WaitOutcome()
         sub.close()
     if args.json:

@@ -8,16 +8,18 @@ import re
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ktui.core import Settings
 from ktui.core.errors import KnowledgeError
 from ktui.core.models import ANY_GROUP, ItemType, KnowledgeItem
-from ktui.tui.cli_progress import Progress, WaitOutcome, follow
 from ktui.tui.cli_text import warn
 from ktui.tui.cli_window import window_json, window_lines
 from ktui.tui.paging import all_bases
 from ktui.tui.skip_summary import skipped_summary
+
+if TYPE_CHECKING:  # cli_progress (the --wait follower) is imported by the commands that wait
+    from ktui.tui.cli_progress import WaitOutcome
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 URL_RE = re.compile(r"^https?://", re.IGNORECASE)
@@ -31,8 +33,10 @@ async def service(settings: Settings, *, read_only: bool = False, recover: bool 
     command's own work and leave the recovery of older work to `ktui wait` and the
     long-running holders (TUI, serve), which do it once."""
     from ktui.core.service import KnowledgeService
+    from ktui.tui.cli import startup_over
 
     ks = await KnowledgeService.open(settings=settings, read_only=read_only, recover=recover)
+    startup_over()  # the command's own work (indexing, waiting) runs with the collector
     try:
         yield ks
     finally:
@@ -95,6 +99,8 @@ async def base_config(ks: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def wait_for(ks: Any, sub: Any, roots: Sequence[KnowledgeItem], args: argparse.Namespace) -> WaitOutcome:
+    from ktui.tui.cli_progress import Progress, follow
+
     outcome = await follow(ks, sub, roots, Progress(sys.stderr))
     bases = [await ks.get_base(b) for b in dict.fromkeys(r.base_id for r in roots)]
     outcome.over_window = [i for b in bases for i in await ks.items_over_window(b.id) if i.id in outcome.completed_ids]

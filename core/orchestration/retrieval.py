@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ktui.core.data.base_service import require_runnable
 from ktui.core.data.validation import require_id, require_query, require_top_k
-from ktui.core.engine import RankResult, service_embedder
 from ktui.core.errors import (
     NotFoundError,
     ValidationError,
@@ -30,7 +29,9 @@ from ktui.core.orchestration.common import WorkflowParts, resolve_mode
 from ktui.core.search import run_search
 from ktui.core.search.filters import allowed_items, require_filters
 from ktui.core.search.multi import merge_responses
-from ktui.core.search.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
+
+if TYPE_CHECKING:  # the Knowledge Engine (similar items) is imported by what uses it, not by a search
+    from ktui.core.engine import RankResult
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,9 @@ class Retrieval(WorkflowParts):
     async def similar_items(self, base_id: Any, item_id: Any, top_k: Any = None) -> RankResult[KnowledgeItem]:
         """Leaf items of the base ranked by similarity to this item (the Knowledge Engine's
         domain wrapper); degrades to keyword matching instead of failing."""
+        from ktui.core.engine import service_embedder
+        from ktui.core.search.similar import DEFAULT_SIMILAR_TOP_K, rank_similar_items
+
         base, item = await self._item_of(base_id, item_id)
         require_runnable(base)
         k = require_top_k(top_k) or DEFAULT_SIMILAR_TOP_K

@@ -26,6 +26,13 @@ MRR@10 on the benchmark's bm25 side (`variants` is kept for relevance display).
 Query terms that carry no meaning on their own are dropped: single letters or
 digits (outside CJK) and English function words (Lucene's default English stop
 set) — unless that would leave nothing, then the query is kept as typed.
+
+Start-up: a character class spanning the CJK blocks costs ~5 ms to compile (the
+regular-expression compiler enumerates its ~45,000 code points), more than a whole
+search of a small base. Whether a text holds CJK is therefore answered from its set
+of distinct characters (:func:`_has_cjk`) until a process has checked many texts,
+and the CJK-run expression is compiled on first use: by a text that has CJK in it,
+or by an indexing process that has checked enough texts for the scan to pay.
 """
 
 from __future__ import annotations
@@ -41,12 +48,15 @@ MAX_TERM_CHARS = 64
 # unicode61 treats as a separator anyway).
 _WORD = re.compile(r"[^\W_]+")
 # Han (incl. extension A and compatibility), kana, Hangul syllables and jamo.
-_CJK_CLASS = (
-    "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+_CJK_RANGES = (
+    (0x1100, 0x11FF), (0x3040, 0x30FF), (0x3130, 0x318F), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
+    (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F),
 )
-_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
-_HAS_CJK = re.compile(f"[{_CJK_CLASS}]")
+_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
+_FIRST_CJK = chr(_CJK_RANGES[0][0])
+_cjk_run_re: re.Pattern[str] | None = None
+_CHECKS_BEFORE_COMPILING = 64  # a search checks its query and ~10-20 result texts
+_set_checks = 0
 _PHRASE = re.compile(r'"([^"]*)"')
 
 # Lucene's default English stop set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET).
@@ -56,9 +66,37 @@ STOP_WORDS = frozenset(
 )
 
 
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
+
+
+def _has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a CJK character. ASCII cannot; for the first non-ASCII
+    texts of a process its distinct characters at or above the first CJK block are
+    tested one by one (no expression to compile); once the CJK expression exists, or
+    after `_CHECKS_BEFORE_COMPILING` such texts (indexing: the regular expression scans
+    ~2x faster than building the set), the expression answers."""
+    global _set_checks
+    if text.isascii():
+        return False
+    if _cjk_run_re is None and _set_checks < _CHECKS_BEFORE_COMPILING:
+        _set_checks += 1
+        return any(c >= _FIRST_CJK and _is_cjk(c) for c in set(text))
+    return _cjk_run().search(text) is not None
+
+
+def _cjk_run() -> re.Pattern[str]:
+    """A run of CJK characters, compiled on first use (see the module docstring)."""
+    global _cjk_run_re
+    if _cjk_run_re is None:
+        _cjk_run_re = re.compile(f"[{_CJK_CLASS}]+")
+    return _cjk_run_re
+
+
 def starts_cjk(text: str) -> bool:
     """True when ``text`` begins with a Chinese, Japanese or Korean character."""
-    return _HAS_CJK.match(text) is not None
+    return bool(text) and _is_cjk(text[0])
 
 
 def _bigrams(run: str) -> list[str]:
@@ -69,17 +107,20 @@ def _bigrams(run: str) -> list[str]:
 
 def index_text(text: str) -> str | None:
     """The text FTS5 should index for ``text``: CJK runs as bigrams; None when no change is needed."""
-    if not _HAS_CJK.search(text):
+    if not _has_cjk(text):
         return None
-    return _CJK_RUN.sub(lambda m: " " + " ".join(_bigrams(m.group(0))) + " ", text)
+    return _cjk_run().sub(lambda m: " " + " ".join(_bigrams(m.group(0))) + " ", text)
 
 
 def _tokens(text: str) -> Iterator[tuple[str, bool]]:
     """(token, is_cjk) for each word of ``text``; CJK runs give their bigrams."""
     for match in _WORD.finditer(text):
         word = match.group(0)
+        if not _has_cjk(word):
+            yield word.lower()[:MAX_TERM_CHARS], False
+            continue
         pos = 0
-        for run in _CJK_RUN.finditer(word):
+        for run in _cjk_run().finditer(word):
             if run.start() > pos:
                 yield word[pos : run.start()].lower()[:MAX_TERM_CHARS], False
             for gram in _bigrams(run.group(0)):
@@ -177,7 +218,7 @@ def fts_match_expression(query: str) -> str | None:
         return None
     parts: dict[str, None] = {}
     for term in terms:
-        if len(term) == 1 and len(term[0]) == 1 and _HAS_CJK.match(term[0]):
+        if len(term) == 1 and len(term[0]) == 1 and starts_cjk(term[0]):
             parts[_quote(term[0]) + "*"] = None
         else:
             parts[_quote(" ".join(term))] = None

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ktui.core.errors import ValidationError
 from ktui.core.models import ItemStatus, ItemType, KnowledgeItem, NoteItemData
-from ktui.tui.cli import build_parser
+from ktui.tui.cli import COMMANDS, build_parser, command_word
 from ktui.tui.cli_items import _inputs, _tree_order
 from ktui.tui.cli_render import UsageError
 
@@ -24,6 +24,46 @@ def test_common_options_work_before_and_after_the_command():
     b = parse("base", "list", "--json", "--data-dir", "/d")
     assert (a.json, a.data_dir) == (b.json, b.data_dir) == (True, "/d")
     assert parse("base", "list").json is False
+
+
+ARGVS = [
+    ["search", "Notes", "sea otters", "--top-k", "3", "--json"], ["--json", "--data-dir", "/d", "base", "list"],
+    ["--data-dir=/d", "items", "Notes", "--all"], ["--conf", "c.toml", "rm", "Notes", "a", "b"],
+    ["base", "update", "B", "--threshold", "none"], ["groups", "rename", "G", "H"], ["add", "B", "x.md", "--wait"],
+    ["--debug", "reindex", "B", "--all"], ["serve", "--port", "0"], ["rank", "q", "--min-score", "0.3"],
+    ["watch"], ["wait", "B"], ["doctor", "--repair"], ["models"], ["mcp", "--allow-writes"], ["item", "B", "i"],
+    ["chunks", "B", "i"], ["migrate", "--to", "postgresql://h/db", "--merge", "--batch", "10"],
+]
+
+
+@pytest.mark.parametrize("argv", ARGVS, ids=lambda a: " ".join(a))
+def test_a_command_parses_the_same_with_only_its_own_parser_built(argv):
+    """`main` builds the top level and the one command argv names (start-up time)."""
+    word = command_word(argv)
+    assert word in COMMANDS
+    assert vars(build_parser(word).parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+def test_each_commands_help_and_the_usage_are_those_of_the_whole_parser():
+    full = build_parser()
+    choices = next(a for a in full._actions if a.dest == "command").choices
+    assert sorted(choices) == sorted(COMMANDS)  # COMMANDS lists every command
+    for name in COMMANDS:
+        one = build_parser(name)
+        assert one.format_usage() == full.format_usage()
+        assert next(a for a in one._actions if a.dest == "command").choices[name].format_help() == \
+            choices[name].format_help(), name
+
+
+@pytest.mark.parametrize(("argv", "word"), [
+    (["search", "B", "q"], "search"), (["--data-dir", "search", "items", "B"], "items"),
+    (["--st=x", "rm", "B", "i"], "rm"), (["search", "-h"], "search"),
+    # the whole parser: the TUI, the top-level help, a typo (argparse lists the choices), ambiguity
+    ([], None), (["--json"], None), (["-h", "search"], None), (["--hel", "add"], None), (["serach", "B"], None),
+    (["--", "search"], None), (["--d", "search", "B", "q"], None),
+])
+def test_command_word_skips_the_options_before_the_command(argv, word):
+    assert command_word(argv) == word
 
 
 def test_update_sends_only_given_options_and_none_clears():

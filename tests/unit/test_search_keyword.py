@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ktui.core.search import fts_match_expression
+from ktui.core.search import fts_match_expression, keyword
 from ktui.core.search.keyword import FTS_TOKENIZER, MAX_TERMS, index_text, query_terms, variants
 
 
@@ -67,3 +68,40 @@ def test_any_text_yields_an_expression_fts5_accepts(text: str) -> None:
         con.execute(
             "SELECT rowid, rank FROM f WHERE f MATCH ? ORDER BY rank", (expr,)
         ).fetchall()
+
+
+# The regular expressions the module used before it stopped compiling them at import
+# (start-up): the set-of-characters test and the lazily compiled run must agree with them.
+_OLD_CLASS = ("\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+              "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f")
+_OLD_HAS = re.compile(f"[{_OLD_CLASS}]")
+_BOUNDARIES = "".join(chr(c) for lo, hi in keyword._CJK_RANGES for c in (lo - 1, lo, hi, hi + 1))
+_MIXED = st.text(alphabet=st.sampled_from("ab Zé’—\"" + _BOUNDARIES + "乌龙茶かなカナ한국어ᄀ"), max_size=30)
+
+
+@given(_MIXED)
+def test_cjk_detection_without_the_compiled_class_agrees_with_it(text: str) -> None:
+    expected = None if not _OLD_HAS.search(text) else re.sub(
+        f"[{_OLD_CLASS}]+", lambda m: " " + " ".join(keyword._bigrams(m.group(0))) + " ", text)
+    saved = keyword._cjk_run_re, keyword._set_checks
+    try:
+        for compiled in (False, True):  # the set-of-characters test, then the expression's
+            keyword._cjk_run_re, keyword._set_checks = None, 0
+            if compiled:
+                keyword._cjk_run()
+            assert keyword._has_cjk(text) == bool(_OLD_HAS.search(text))
+            assert keyword.starts_cjk(text) == bool(_OLD_HAS.match(text))
+            assert index_text(text) == expected
+    finally:
+        keyword._cjk_run_re, keyword._set_checks = saved
+
+
+def test_the_cjk_expression_is_compiled_only_for_text_that_has_cjk() -> None:
+    import subprocess
+    import sys
+
+    probe = ("from ktui.core.search import keyword as k\n"
+             "k.query_terms('sea otters’ “hands” — naïve café'); k.index_text('Ελληνικά, кириллица ’')\n"
+             "assert k._cjk_run_re is None\n"
+             "assert k.query_terms('乌龙茶') == [('乌龙',), ('龙茶',)] and k._cjk_run_re is not None\n")
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
