@@ -51,6 +51,12 @@ class WorkClaims(Protocol):
         ...
 
     @property
+    def idle_sweep_every(self) -> float:
+        """Seconds between sweeps while the queue has a free worker (work another process
+        queued reaches an idle one this fast)."""
+        ...
+
+    @property
     def guard(self) -> WriteGuard | None:
         """For a completion or failure write: (connection, ids) -> the ids still held."""
         ...
@@ -88,6 +94,7 @@ class NoClaims:
 
     shared = False
     heartbeat_every = 0.0
+    idle_sweep_every = 0.0
     guard: WriteGuard | None = None
 
     def completing(self, store: ChunkStore, entries: Sequence[ChunkEntry]) -> WriteGuard | None:

@@ -160,15 +160,26 @@ class KnowledgeRuntimeService:
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat(sweep=recover), name="ktui-claims")
 
     async def _beat(self, *, sweep: bool) -> None:
-        """A shared catalogue's heartbeat: renew this process's claims and, when it
-        recovers work, sweep up what nobody alive holds (recovery.py queues it)."""
+        """A shared catalogue's heartbeat: renew this process's claims every
+        `heartbeat_every` and, when it recovers work, sweep up what nobody alive holds
+        (recovery.py queues it): at every beat, and every `idle_sweep_every` while the
+        queue has a free worker, so an idle process joins in on work another one queued
+        within about a second."""
+        claims = self.claims
+        loop = asyncio.get_running_loop()
+        step = min(claims.idle_sweep_every, claims.heartbeat_every) if sweep else claims.heartbeat_every
+        last = loop.time()
         while True:
-            await asyncio.sleep(self.claims.heartbeat_every)
+            await asyncio.sleep(step)
+            room = self.queue.pending_count + self.queue.running_count < self.settings.concurrency
+            if loop.time() - last < claims.heartbeat_every and not (sweep and room and self.queue.paused is None):
+                continue
             try:
                 if sweep:
                     await self.recovery.run_pass()  # renews, then sweeps (Recovery._look)
                 else:
-                    await self.claims.beat(0)  # renew only
+                    await claims.beat(0)  # renew only
+                last = loop.time()
             except asyncio.CancelledError:
                 raise
             except DiskFullError as exc:

@@ -60,7 +60,8 @@ async def runtime_on(url: str, schema: str, data_dir, server_url: str, name: str
     bus = EventBus()
     state = StateWriter(db, bus)
     # heartbeats only when the test asks (recover()): the fake clock alone decides expiry
-    claims = PgWorkClaims(url, schema, leases=Leases(LeaseOwner(name), ttl=TTL, clock=clock), heartbeat_every=3600)
+    claims = PgWorkClaims(url, schema, leases=Leases(LeaseOwner(name), ttl=TTL, clock=clock),
+                          heartbeat_every=3600, idle_sweep_every=3600)
     runtime = KnowledgeRuntimeService(
         settings=settings, bases=KnowledgeBaseService(db), items=KnowledgeItemService(db), state=state,
         stores=stores, embeddings=EmbeddingService(settings), bus=bus, claims=claims,
@@ -183,4 +184,44 @@ async def test_a_closed_machines_unfinished_work_is_resumed_by_another(postgres_
         for n in notes:
             assert len(await two.list_item_chunks(base.id, n.id)) == 1
     finally:
+        await two.close()
+
+
+async def test_an_idle_machine_joins_in_on_work_another_one_queued(postgres_server, pg_schema, tmp_path, server):
+    """Through the facade: machine one queues ten notes and is held on its first; machine
+    two, idle, sweeps the other nine up by itself (no recovery call) and indexes them;
+    each note is embedded and completed once."""
+    from ktui.core.config import StoreSettings
+    from ktui.core.models import ItemInput
+    from ktui.core.service import KnowledgeService
+
+    def settings(machine: str):
+        return fake_settings(tmp_path / machine, server.url, concurrency=1).with_(
+            store=StoreSettings(url=postgres_server.url, schema=pg_schema))
+
+    one = await KnowledgeService.open(settings=settings("one"))
+    two = await KnowledgeService.open(settings=settings("two"))
+    try:
+        base = await one.create_base("Shared", FAKE_MODEL, None)
+        gate = asyncio.Event()
+        commit = one._runtime.indexer._commit_chunks
+
+        async def held(b, batch):
+            await gate.wait()
+            return await commit(b, batch)
+
+        one._runtime.indexer._commit_chunks = held
+        before = server.texts_embedded
+        notes = await one.add_items(base.id, [ItemInput("note", {"content": f"note {k} for two"}) for k in range(10)])
+        deadline = asyncio.get_running_loop().time() + 120  # a guard only: it waits for an event
+        while two._runtime.queue.done < 9:
+            assert asyncio.get_running_loop().time() < deadline, "machine two never joined in"
+            await asyncio.sleep(0.05)
+        gate.set()
+        assert await one.wait_idle(timeout=60) and await two.wait_idle(timeout=60)
+        assert {(await two.get_item(n.id)).status for n in notes} == {ItemStatus.COMPLETED}
+        assert one._runtime.queue.done == 1 and two._runtime.queue.done == 9
+        assert server.texts_embedded - before == 10
+    finally:
+        await one.close()
         await two.close()

@@ -29,6 +29,8 @@ from .leases import ANY_STATUS, CLAIMABLE, SWEEP_LIMIT, Leases
 
 T = TypeVar("T")
 
+IDLE_SWEEP_EVERY = 1.0  # seconds: one cheap statement a second from each process with a free worker
+
 
 class PgWorkClaims:
     """Work claims of one runtime over the leases of one catalogue schema."""
@@ -36,9 +38,10 @@ class PgWorkClaims:
     shared = True
 
     def __init__(self, url: str, schema: str, *, leases: Leases | None = None, pool_size: int = 2,
-                 heartbeat_every: float | None = None):
+                 heartbeat_every: float | None = None, idle_sweep_every: float = IDLE_SWEEP_EVERY):
         self.leases = leases or Leases()
         self._heartbeat_every = heartbeat_every  # None: a third of the leases' TTL
+        self.idle_sweep_every = idle_sweep_every
         self._pool = Connections(url, schema, pool_size)
         self._where = f"PostgreSQL catalogue {self._pool.where} (schema {schema})"
 
