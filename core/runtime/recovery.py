@@ -315,8 +315,12 @@ class Recovery:
             if self._stopping:
                 break
             await self._in_exclusion(functools.partial(self._reconcile, waiting[start : start + BATCH]))
-        if self.runtime.claims.shared:  # claimed but not queued here: free for the others again
-            await self.runtime.claims.release(sorted(set(ids) - set(requeued)))
+        if self.runtime.claims.shared:
+            # claimed but not queued by this pass: free for the others again, except what
+            # this queue already has (its task runs under that claim; released, its
+            # completion would be refused)
+            queue = self.runtime.queue
+            await self.runtime.claims.release(sorted(i for i in set(ids) - set(requeued) if not queue.is_active(i)))
         return requeued
 
     async def _in_exclusion(self, work: Callable[[], Awaitable[list[str]]]) -> list[str]:

@@ -225,3 +225,43 @@ async def test_an_idle_machine_joins_in_on_work_another_one_queued(postgres_serv
     finally:
         await one.close()
         await two.close()
+
+
+async def test_a_sweep_never_gives_back_the_claim_of_a_task_that_started_meanwhile(
+    postgres_server, pg_schema, tmp_path, server
+):
+    """The sweep takes an item this runtime has only queued; its task starts while the
+    pass is between its sweep and its batches; the pass must not release that claim,
+    or the task's completion would be refused and the item left unfinished."""
+    url, clock = postgres_server.url, FakeClock()
+    async with runtime_on(url, pg_schema, tmp_path / "a", server.url, "a", clock, concurrency=1) as a:
+        base_id, ids = await make_notes(a, url, pg_schema, 2)
+        first_held, first_go = asyncio.Event(), asyncio.Event()
+        commit = a.runtime.indexer._commit_chunks
+
+        async def held(base, batch):
+            if batch[0].item.id == ids[0]:
+                first_held.set()
+                await first_go.wait()
+            return await commit(base, batch)
+
+        a.runtime.indexer._commit_chunks = held
+        a.runtime.enqueue_items(await a.runtime.items.get_many(ids))  # ids[1] waits in the queue, unclaimed
+        await first_held.wait()
+        in_pass, go_on = asyncio.Event(), asyncio.Event()
+
+        async def gate() -> None:  # recovery's batch gate: after the sweep, before the batch
+            in_pass.set()
+            await go_on.wait()
+
+        a.runtime.recovery.gate = gate
+        sweeping = asyncio.ensure_future(a.runtime.recover())
+        await in_pass.wait()  # the sweep has claimed ids[1]
+        first_go.set()  # the worker finishes ids[0] and starts ids[1] under that claim
+        while not a.runtime.queue.is_running(ids[1]):
+            await asyncio.sleep(0.01)
+        go_on.set()
+        assert await sweeping == []  # skipped: already queued here
+        await a.runtime.wait_idle()
+        assert set((await statuses(a, ids)).values()) == {ItemStatus.COMPLETED}
+        assert a.runtime.queue.done == 2
