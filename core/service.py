@@ -521,17 +521,28 @@ class KnowledgeService:
     # --- transfer -------------------------------------------------------------
     # Export / import (docs/export-format.md); the logic lives in core/transfer.py.
 
-    async def export_bases(self, base_ids: Sequence[str]) -> dict[str, Any]:
-        """A versioned export document: each base's settings and its root items' payloads."""
+    async def export_bases(self, base_ids: Sequence[str], *, vectors: bool = False) -> dict[str, Any]:
+        """A versioned export document: each base's settings and its root items' payloads.
+        With `vectors`, each entry also carries its `index` (every item and every chunk with
+        its vector), which an import for the same model and width restores without embedding;
+        refused for a base that cannot be searched or is being indexed."""
         from ktui.core.data.validation import require_ids
         from ktui.core.transfer import build_export, export_entry
+        from ktui.core.transfer.vectors import export_index
 
         groups = {g.id: g.name for g in await self.list_groups()}
         entries = []
         for base_id in require_ids(base_ids, "base_ids"):
             base = await self._bases.get(base_id)
             roots = await self._items.list_all(base.id, roots_only=True)
-            entries.append(export_entry(base, roots, groups.get(base.group_id) if base.group_id else None))
+            entry = export_entry(base, roots, groups.get(base.group_id) if base.group_id else None)
+            if vectors:
+                if not base.is_usable or base.dimensions is None:
+                    raise InvalidOperationError(f"Base '{base.name}' has no usable index to export "
+                                                "(export it without --vectors)")
+                store = await asyncio.to_thread(self._stores.get, base.id, base.dimensions)
+                entry["index"] = await export_index(self._db, store, base.id, base.name)
+            entries.append(entry)
         return build_export(entries)
 
     @staticmethod
@@ -559,7 +570,8 @@ class KnowledgeService:
         self._writable()
         parsed = parse_document(document)
         importer = Importer(bases=self._bases, state=self._state, workflow=self._workflow,
-                            embeddings=self._embeddings, ledger=self._imports, again=again)
+                            embeddings=self._embeddings, ledger=self._imports, again=again,
+                            catalogue=self._db, stores=self._stores, bus=self._bus)
         return await importer.run(parsed)
 
     @staticmethod

@@ -169,6 +169,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("base", nargs="*", help="base id or unique name")
         p.add_argument("--all", action="store_true", help="export every base")
         p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+        p.add_argument("--vectors", action="store_true",
+                       help="also every item and chunk with its vector: an import for the same model restores the "
+                            "base without embedding again")
         p = command(bsub, "import", "recreate bases from an export or a legacy data.json backup")
         p.add_argument("file", help="JSON file ('-' reads stdin)")
         p.add_argument("--wait", action="store_true", help="index now and wait until done")

@@ -153,7 +153,7 @@ async def cmd_base_export(settings: Settings, args: argparse.Namespace) -> int:
                 raise ValidationError.field("base", "there are no knowledge bases to export")
         else:
             ids = list(dict.fromkeys([(await ks.resolve_base(ref)).id for ref in args.base]))
-        document = await ks.export_bases(ids)
+        document = await ks.export_bases(ids, vectors=args.vectors)
     text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
     if args.output and args.output != "-":
         _write_atomic(Path(args.output).expanduser(), text)
@@ -197,7 +197,7 @@ async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
         sub = ks.subscribe()
         report = await ks.import_bases(document, again=args.again)
         outcome = None
-        queued = [b for b in report.bases if b.status == "completed" and b.item_ids]
+        queued = [b for b in report.bases if b.status == "completed" and b.item_ids and not b.vectors]
         if args.wait and queued:
             roots = []
             for b in queued:
@@ -219,7 +219,10 @@ def _print_import(report: Any) -> None:
     say(f"imported from a {kind}: {len(report.bases)} base(s)")
     for b in report.bases:
         skipped = f", {len(b.skipped)} skipped" if b.skipped else ""
-        if b.status == "completed":
+        if b.status == "completed" and b.vectors:
+            say(f"  {b.name}  {b.base_id}: ready ({b.embedding_model_id}), {b.kept} item(s) restored with "
+                f"{b.vectors} chunk(s) and their vectors, nothing to index{skipped}")
+        elif b.status == "completed":
             say(f"  {b.name}  {b.base_id}: ready ({b.embedding_model_id}), {b.kept} item(s) queued{skipped}")
         elif b.status == "duplicate":
             say(f"  {b.name}: not imported again: {b.reason}")

@@ -4,8 +4,10 @@ Two document shapes are read:
 
 * ktui's own export (``{"format": "ktui-export", "version": 1, "bases": [...]}``,
   see docs/export-format.md): each base's settings and its root items' add
-  payloads (notes carry their content). Vectors are never exported — they are
-  rebuilt on import, so a document moves between machines and models.
+  payloads (notes carry their content). Vectors are rebuilt on import, so a
+  document moves between machines and models; with ``vectors=True`` an entry also
+  carries its ``index`` (every item and chunk with its vector, `vectors`), which an
+  import for the same model and width restores without embedding.
 * a legacy desktop AI client backup (``data.json``, backup ``version`` <= 5):
   ``localStorage["persist:cherry-studio"]`` is a JSON string whose ``knowledge``
   slice is itself a JSON string (decoded twice), with note bodies in
@@ -22,7 +24,8 @@ items and no vectors — which `restore_base` turns back into a working base.
 The package is split by job: `reports` (plans and reports), `export`,
 `documents` (reading a file, recognising its shape, ktui's own format), `legacy`
 (the desktop-client backup), `cleaning` (settings and items shared by both
-shapes) and `importer` (creating the bases). Finding a base or an item by what a
+shapes), `importer` (creating the bases), `vectors` (a base's index in a document)
+and `migrate` (a whole data directory to another backend, `ktui migrate`). Finding a base or an item by what a
 person types lives in `ktui.core.naming`.
 """
 

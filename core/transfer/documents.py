@@ -28,7 +28,8 @@ from ktui.core.transfer.reports import (
 # --- reading documents ----------------------------------------------------
 
 
-# An export holds text and settings, not vectors: far below this. $KTUI_IMPORT_MAX_MB changes it.
+# An export holds text and settings (with --vectors also ~1.4 x 4 bytes per dimension and
+# chunk: 100k chunks of 384 dimensions ~ 200 MB more); $KTUI_IMPORT_MAX_MB changes it.
 MAX_IMPORT_BYTES = max(1, int(os.environ.get("KTUI_IMPORT_MAX_MB", "256") or 256)) << 20
 
 
@@ -108,5 +109,6 @@ def parse_export(doc: dict[str, Any]) -> ParsedDocument:
                 report.skip(label, "not an item object with a 'data' mapping")
                 continue
             _plan_item(plan, entry.get("type"), entry["data"], label, seen)
+        plan.index = raw.get("index")
         parsed.plans.append(plan)
     return parsed

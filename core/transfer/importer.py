@@ -43,13 +43,17 @@ class Importer:
     """
 
     def __init__(self, *, bases: Any, state: Any, workflow: Any, embeddings: Any,
-                 ledger: ImportLedger, again: bool = False):
+                 ledger: ImportLedger, again: bool = False, catalogue: Any = None, stores: Any = None,
+                 bus: Any = None):
         self.bases = bases  # reads
         self.state = state  # writes, each with its event (ktui.core.runtime.status.StateWriter)
         self.workflow = workflow
         self.embeddings = embeddings
         self.ledger = ledger  # all-or-nothing and repeats (ktui.core.data.imports)
         self.again = again  # import a base even when the same content was imported before
+        self.catalogue = catalogue  # with stores: where a document's index (vectors) is restored
+        self.stores = stores
+        self.bus = bus  # told to reload after an index was restored (its rows bypass the state writer's events)
         self._models: dict[str, ModelCheck] = {}
         self._groups: dict[str, str] | None = None
 
@@ -145,6 +149,15 @@ class Importer:
                 f"dimensions {plan.dimensions} in the document differ from the model's {check.dimensions} "
                 "here; using the model's"
             )
+        if plan.index is not None:
+            from ktui.core.transfer.vectors import index_problem
+
+            problem = "this ktui cannot restore it here" if self.catalogue is None else index_problem(
+                plan.index, check.dimensions)
+            if problem is None:
+                await self._import_indexed(plan, config, check)
+                return
+            report.warnings.append(f"the document's vectors are not used ({problem}); the items are indexed again")
         accepted: list[ItemInput] = []
         for item in plan.items:
             try:
@@ -161,6 +174,30 @@ class Importer:
         report.dimensions = base.dimensions
         await self._fill(base.id, report, accepted, MAX_INPUTS_PER_CALL,
                          lambda part: self.workflow.add_items(base.id, part))
+
+    async def _import_indexed(self, plan: BasePlan, config: dict[str, Any], check: ModelCheck) -> None:
+        """A base whose document carries its index for this model and width: every item and
+        chunk is restored with its vector; nothing is queued or embedded."""
+        import asyncio
+
+        from ktui.core.models import Resync
+        from ktui.core.transfer.vectors import restore_index
+
+        report = plan.report
+        base = await self.workflow.create_base(plan.name, plan.embedding_model_id, check.dimensions,
+                                               free_name=True, import_fingerprint=plan.fingerprint, **config)
+        report.base_id, report.status = base.id, "completed"
+        report.embedding_model_id, report.dimensions = base.embedding_model_id, base.dimensions
+        try:
+            store = await asyncio.to_thread(self.stores.get, base.id, base.dimensions)
+            roots, chunks = await restore_index(self.catalogue, store, base.id, plan.index)
+            await self.ledger.finish(base.id)
+        except BaseException:
+            await self._discard(base.id)
+            raise
+        report.item_ids, report.kept, report.vectors = roots, len(roots), chunks
+        if self.bus is not None:
+            self.bus.publish(Resync(f"base '{base.name}' was imported with its index"))
 
     async def _import_failed(self, plan: BasePlan, config: dict[str, Any], check: ModelCheck) -> None:
         report = plan.report

@@ -242,7 +242,7 @@ class Migrator:
             if not page:
                 break
             after = int(page[-1][0])
-            ready, waiting = _ready([tuple(r[1:]) for r in page] + waiting, containers)
+            ready, waiting = containers_first([tuple(r[1:]) for r in page] + waiting, containers)
             if ready:
                 await conn.executemany(insert, ready)
         if waiting:
@@ -259,7 +259,7 @@ class Migrator:
         entry.target_chunks, entry.target_vectors = await _count_chunks(self.target_stores, base)
 
 
-def _ready(rows: Sequence[tuple[Any, ...]], containers: set[str]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+def containers_first(rows: Sequence[tuple[Any, ...]], containers: set[str]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Split item rows into those insertable now (in an order that puts containers before
     their children) and those whose container is not in yet; `containers` grows."""
     ready: list[tuple[Any, ...]] = []

@@ -51,6 +51,7 @@ class BaseImportReport:
     dimensions: int | None = None
     reason: str | None = None
     kept: int = 0
+    vectors: int = 0  # chunks restored with their vectors from the document's index (nothing queued)
     item_ids: list[str] = field(default_factory=list)
     skipped: list[SkippedEntry] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -103,7 +104,8 @@ class BasePlan:
     group_name: str | None
     items: list[PlannedItem]
     report: BaseImportReport
-    fingerprint: str = ""  # set by the importer (ktui.core.data.imports.fingerprint)
+    fingerprint: str = ""
+    index: Any = None  # the document's `index` (an export with --vectors), checked when imported  # set by the importer (ktui.core.data.imports.fingerprint)
 
 
 @dataclass(slots=True)

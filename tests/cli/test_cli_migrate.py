@@ -98,7 +98,9 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, server, store):  # noqa: 
     assert before["bases"]["Notes"]["top"] and before["bases"]["Papers"]["top"]
     outputs = []
 
+    embedded = server.texts_embedded
     moved = ktui.json("migrate", "--to", url)
+    assert server.texts_embedded == embedded  # nothing was embedded again
     assert moved["ok"] is True and SECRET not in str(moved)
     counts = {b["name"]: (b["items"], b["chunks"], b["vectors"]) for b in moved["bases"]}
     assert counts["Notes"][0] == 10 and counts["Notes"][1] > 10  # folder, sub-folder, 7 files, the note
@@ -195,3 +197,58 @@ def test_a_killed_migrate_leaves_only_whole_bases_and_resumes_with_merge(tmp_pat
     assert {b["name"]: b["status"] for b in resumed["bases"]} == {"Notes": "kept", "Papers": "moved"}
     assert resumed["cleaned"] in ([], [before["bases"]["Papers"]["base"]["id"]])  # its leftover store, if any
     _same(before, _snapshot(ktui, "--store", url))
+
+
+def _by_content(ktui: Ktui, *store: str) -> dict:
+    """Search results by what they are (ids are new after an import): source, text, score."""
+    out = {}
+    for name, query in QUERIES.items():
+        for mode in ("hybrid", "vector", "bm25"):
+            found = ktui.json(*store, "search", name, query, "--top-k", "5", "--mode", mode)["results"]
+            out[(name, mode)] = [(r["source"], r["text"], round(r["score"], 4)) for r in found]
+    return out
+
+
+def _tree(ktui: Ktui, *store: str) -> dict:
+    out = {}
+    for b in ktui.json(*store, "base", "list")["bases"]:
+        items = ktui.json(*store, "items", b["id"], "--all")["items"]
+        out[b["name"]] = sorted((i["type"], i["status"], i.get("name") or "", i.get("source") or "") for i in items)
+    return out
+
+
+def test_export_with_vectors_imports_across_backends_without_embedding(tmp_path, server, store):  # noqa: F811
+    url, schema = store
+    ktui = _ktui(tmp_path, server.url, schema)
+    _fill(ktui)
+    before, tree = _by_content(ktui), _tree(ktui)
+    assert all(before.values())
+    doc = tmp_path / "bases.json"
+    ktui("base", "export", "Notes", "Papers", "--vectors", "-o", str(doc))
+    embedded = server.texts_embedded
+    imported = ktui.json("--store", url, "base", "import", str(doc))
+    chunks = sum(b["vectors"] for b in imported["bases"])
+    assert chunks > 30 and server.texts_embedded - embedded <= 3  # the model's probes (one, then one a base); no chunk
+    assert [(b["name"], b["status"], b["vectors"] > 0) for b in imported["bases"]] == [
+        ("Notes", "completed", True), ("Papers", "completed", True)]
+    assert _tree(ktui, "--store", url) == tree
+    assert _by_content(ktui, "--store", url) == before
+    # and back: PostgreSQL -> a new SQLite data directory, through the same kind of document
+    back = tmp_path / "back.json"
+    ktui("--store", url, "base", "export", "--all", "--vectors", "-o", str(back))
+    other = _ktui(tmp_path / "other", server.url, schema)
+    embedded = server.texts_embedded
+    again = other("base", "import", str(back))
+    assert "restored with" in again.stdout and "nothing to index" in again.stdout
+    assert server.texts_embedded - embedded <= 3
+    assert _tree(other) == tree and _by_content(other) == before
+    # a document without a usable index (another width here) falls back to indexing again
+    data = __import__("json").loads(doc.read_text(encoding="utf-8"))
+    data["bases"] = data["bases"][1:]
+    data["bases"][0]["index"]["dimensions"] = 7
+    odd = tmp_path / "odd.json"
+    odd.write_text(__import__("json").dumps(data), encoding="utf-8")
+    third = _ktui(tmp_path / "third", server.url, schema)
+    fell_back = third.json("base", "import", str(odd), "--wait")
+    assert fell_back["bases"][0]["vectors"] == 0 and "indexed again" in fell_back["bases"][0]["warnings"][0]
+    assert third.json("search", "Papers", QUERIES["Papers"])["results"]
