@@ -8,6 +8,7 @@ they were.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -64,19 +65,14 @@ class ChunkWrites(MatrixSidecar):
                 for item_id in item_list:
                     old.extend(r[0] for r in con.execute("SELECT seq FROM chunk WHERE item_id = ?", (item_id,)))
                     con.execute("DELETE FROM chunk WHERE item_id = ?", (item_id,))
-                first = con.execute("SELECT coalesce(max(seq), 0) FROM chunk").fetchone()[0]
-                con.executemany(
-                    "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                new = [r[0] for r in con.execute("SELECT seq FROM chunk WHERE seq > ? ORDER BY seq", (first,))]
+                seqs = _insert_rows(con, rows)
                 generation = self._bump_generation()
                 con.execute("COMMIT")
             except BaseException:
                 rollback_quietly(con)
                 raise
             arr = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
-            self._apply(index_, old, np.asarray(new, np.int64), arr, generation)
+            self._apply(index_, old, np.asarray(seqs, np.int64), arr, generation)
         return ids
 
     def write_rows(self, rows: StoredRows, *, settle: bool = True) -> int:
@@ -95,12 +91,7 @@ class ChunkWrites(MatrixSidecar):
             con = self._con
             con.execute("BEGIN IMMEDIATE")
             try:
-                first = con.execute("SELECT coalesce(max(seq), 0) FROM chunk").fetchone()[0]
-                con.executemany(
-                    "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    values,
-                )
-                new = [r[0] for r in con.execute("SELECT seq FROM chunk WHERE seq > ? ORDER BY seq", (first,))]
+                new = _insert_rows(con, values)
                 generation = self._bump_generation()
                 con.execute("COMMIT")
             except BaseException:
@@ -163,3 +154,13 @@ class ChunkWrites(MatrixSidecar):
             self._apply_removal(index_, [row[0]], generation)
             return record(row[1:])
 
+
+def _insert_rows(con: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[int]:
+    """Insert chunk rows (inside the caller's transaction) and return their new `seq`s in
+    order: the vector matrix appends its rows in that order."""
+    first = con.execute("SELECT coalesce(max(seq), 0) FROM chunk").fetchone()[0]
+    con.executemany(
+        "INSERT INTO chunk(id, item_id, chunk_index, text, metadata, vector, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    return [r[0] for r in con.execute("SELECT seq FROM chunk WHERE seq > ? ORDER BY seq", (first,))]

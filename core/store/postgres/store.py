@@ -258,21 +258,27 @@ class PgBaseStore(HybridSearch):
             with con.transaction():
                 self._bump(con)
                 deleted, deleted_length = self._delete(con, sql.SQL("item_id = ANY(%s)"), items)
-                if rows:
-                    with con.cursor() as c:
-                        c.executemany(
-                            sql.SQL(
-                                "INSERT INTO {} (id, item_id, chunk_index, text, metadata, embedding, fts, length) "
-                                "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s)"
-                            ).format(self._t),
-                            rows,
-                        )
+                self._insert(con, rows)
                 total = self._add_rows(con, len(rows) - deleted, sum(r[-1] for r in rows) - deleted_length)
             if joined:
                 self._index_later(con, total)
             else:
                 self._maybe_build_index(con, total)
         return ids
+
+    def _insert(self, con: psycopg.Connection[Any], rows: list[tuple[Any, ...]]) -> None:
+        """Insert chunk rows (id, item, index, text, metadata, vector, tsvector, length)
+        inside the caller's transaction."""
+        if not rows:
+            return
+        with con.cursor() as c:
+            c.executemany(
+                sql.SQL(
+                    "INSERT INTO {} (id, item_id, chunk_index, text, metadata, embedding, fts, length) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s)"
+                ).format(self._t),
+                rows,
+            )
 
     def write_rows(self, rows: StoredRows, *, settle: bool = True) -> int:
         """Append chunk rows read from another store (`read_rows`), keeping their ids, items,
@@ -293,14 +299,7 @@ class PgBaseStore(HybridSearch):
         with self._job(f"write {len(values)} copied chunks") as con:
             with con.transaction():
                 self._bump(con)
-                with con.cursor() as c:
-                    c.executemany(
-                        sql.SQL(
-                            "INSERT INTO {} (id, item_id, chunk_index, text, metadata, embedding, fts, length) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s)"
-                        ).format(self._t),
-                        values,
-                    )
+                self._insert(con, values)
                 total = self._add_rows(con, len(values), sum(v[-1] for v in values))
             if settle:
                 self._maybe_build_index(con, total)
