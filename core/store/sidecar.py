@@ -5,6 +5,11 @@ derived data: loaded lazily from its files when they match the store's write
 generation, rebuilt from the BLOBs when they do not, updated after each committed
 write and dropped (to be rebuilt) when an update fails. A reader builds a private
 copy in a temporary folder rather than write next to the store.
+
+A full disk while the matrix files are written is not swallowed: it raises
+DiskFullError like a full disk under SQLite, so the runtime pauses its queue
+instead of going on writing rows whose matrix cannot follow. The rows of that
+write are committed; the dropped matrix is rebuilt from them at its next use.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ktui.core.errors import StoreError
+from ktui.core.errors import DiskFullError, StoreError
+from ktui.core.storage_faults import storage_error
 
 from .connection import StoreConnection
 from .matrix import VectorIndex
@@ -135,6 +141,8 @@ class MatrixSidecar(StoreConnection):
             index = VectorIndex.build(files, self.dimensions, self._uuid, generation, self.tuning,
                                       self._iter_blobs())
         except OSError as exc:
+            if isinstance(fault := storage_error(exc, files.f32), DiskFullError):
+                raise fault from exc
             raise StoreError(f"Vector store {self.path}: {failure}: {exc}") from exc
         self._matrix_source, self._matrix_reason = "rebuilt", reason
         return index
@@ -147,7 +155,8 @@ class MatrixSidecar(StoreConnection):
         vectors: np.ndarray,
         generation: int,
     ) -> None:
-        """Bring the matrix in step with a committed write; on failure drop it so the next use rebuilds."""
+        """Bring the matrix in step with a committed write; on failure drop it so the next use
+        rebuilds. A full disk raises DiskFullError (after dropping it): see the module docstring."""
         try:
             index_.remove(removed)
             index_.append(added, vectors)
@@ -161,6 +170,8 @@ class MatrixSidecar(StoreConnection):
             index_.close()
             self._index = None
             self._matrix_source, self._matrix_reason = None, f"update failed: {exc}"
+            if isinstance(fault := storage_error(exc, index_.files.f32), DiskFullError):
+                raise fault from exc
 
     def _apply_removal(self, index_: VectorIndex, removed: Sequence[int], generation: int) -> None:
         """`_apply` for a write that only deleted rows."""
