@@ -15,6 +15,9 @@ from ktui.core.config_types import (
     DEFAULT_EMBEDDING_MODEL,
     DEFAULT_OLLAMA_URL,
     LANGUAGE_CODE,
+    LEASE_TTL,
+    MAX_LEASE_TTL,
+    MIN_LEASE_TTL,
     PROVIDER_KINDS,
     EmbeddingSettings,
     IngestSettings,
@@ -258,9 +261,9 @@ class _Parser:
 
         if not isinstance(table, dict):
             raise self.fail("store", "must be a table")
-        unknown = sorted(set(table) - {"url", "schema"})
+        unknown = sorted(set(table) - {"url", "schema", "lease_ttl"})
         if unknown:
-            raise self.fail(f"store.{unknown[0]}", "unknown setting (known: schema, url)")
+            raise self.fail(f"store.{unknown[0]}", "unknown setting (known: lease_ttl, schema, url)")
         try:
             url = check_store_url(table["url"]) if "url" in table else None
         except StoreUrlError as exc:
@@ -269,7 +272,10 @@ class _Parser:
             schema = check_schema(table.get("schema", DEFAULT_SCHEMA))
         except StoreUrlError as exc:
             raise self.fail("store.schema", str(exc)) from None
-        return StoreSettings(url=url, schema=schema)
+        lease_ttl = self.number(table, "lease_ttl", LEASE_TTL, minimum=MIN_LEASE_TTL, prefix="store.")
+        if lease_ttl > MAX_LEASE_TTL:
+            raise self.fail("store.lease_ttl", f"must be at most {MAX_LEASE_TTL:g}")
+        return StoreSettings(url=url, schema=schema, lease_ttl=lease_ttl)
 
     def provider(self, name: str, spec: Any) -> ProviderConfig:
         key = f"providers.{name}"

@@ -108,6 +108,11 @@ class ModelOverride:
     hybrid_alpha: float | None = None
 
 
+LEASE_TTL = 30.0  # `[store] lease_ttl` default, seconds
+MIN_LEASE_TTL = 3.0  # a renewal every second at the least: below it a busy machine's beats run late
+MAX_LEASE_TTL = 3600.0  # an hour: beyond it a dead machine's items would wait longer than anyone would
+
+
 @dataclass(frozen=True, slots=True)
 class StoreSettings:
     """`[store]`: where the catalogue and the chunks live (docs/postgres.md). No `url`: SQLite
@@ -117,6 +122,9 @@ class StoreSettings:
 
     url: str | None = field(default=None, repr=False)
     schema: str = "ktui"
+    # seconds an item's lease lives without a renewal (renewed every third of it): how long
+    # a killed or cut-off process's items wait before another process picks them up
+    lease_ttl: float = LEASE_TTL
     origin: str | None = None  # where the URL came from when not the settings file ("KTUI_STORE", "--store")
 
     @property
@@ -133,7 +141,7 @@ class StoreSettings:
         return f"{redact_store_url(self.url)} (schema {self.schema})"
 
     def __repr__(self) -> str:
-        return f"StoreSettings(where={self.where!r}, origin={self.origin!r})"
+        return f"StoreSettings(where={self.where!r}, lease_ttl={self.lease_ttl!r}, origin={self.origin!r})"
 
 
 @dataclass(frozen=True, slots=True)

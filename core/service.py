@@ -197,6 +197,7 @@ class KnowledgeService:
         """
         from ktui.core.store.postgres import PgStoreManager
         from ktui.core.store.postgres.catalogue import PgDatabase
+        from ktui.core.store.postgres.leases import Leases
         from ktui.core.store.postgres.notify import Listener, ProgressRelay, new_origin, with_origin
         from ktui.core.store.postgres.work_claims import PgWorkClaims
 
@@ -207,7 +208,7 @@ class KnowledgeService:
         Path(settings.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)  # the local cache lives there
         db = await PgDatabase.open(conninfo, schema=schema)
         stores = PgStoreManager(conninfo, schema=schema)
-        claims = None if read_only else PgWorkClaims(conninfo, schema)
+        claims = None if read_only else PgWorkClaims(conninfo, schema, leases=Leases(ttl=settings.store.lease_ttl))
         service = cls(settings, db, read_only=read_only, stores=stores, claims=claims)
         try:
             if not read_only:

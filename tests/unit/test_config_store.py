@@ -73,3 +73,14 @@ def test_the_url_is_never_shown_with_its_secrets(tmp_path):
     assert store.where == "postgresql://bob@db.example:5433/kb (schema ktui)"
     assert SECRET not in repr(store) and SECRET not in repr(load_settings(env={"KTUI_STORE": url}))
     assert redact_store_url("postgresql://postgres:@/postgres?host=/tmp/pg") == "postgresql://postgres@[socket /tmp/pg]/postgres"
+
+
+def test_the_lease_ttl_is_a_store_setting_with_a_floor(tmp_path):
+    assert load_settings(write(tmp_path, ""), env={}).store.lease_ttl == 30.0
+    assert load_settings(write(tmp_path, "[store]\nlease_ttl = 6\n"), env={}).store.lease_ttl == 6.0
+    env = {"KTUI_STORE": "postgresql://env@h/db"}  # the URL from elsewhere keeps the file's TTL
+    assert load_settings(write(tmp_path, "[store]\nlease_ttl = 4.5\n"), env=env).store.lease_ttl == 4.5
+    for bad, says in (("1", "at least 3"), ("0", "at least 3"), ("7200", "at most 3600"), ('"10"', "finite number")):
+        with pytest.raises(ConfigError, match="store.lease_ttl") as caught:
+            load_settings(write(tmp_path, f"[store]\nlease_ttl = {bad}\n"), env={})
+        assert says in str(caught.value)
