@@ -243,3 +243,43 @@ def test_a_failed_index_build_never_fails_the_write_before_it(postgres_server, p
         assert store.check_invariants() == []
     finally:
         manager.close_all()
+
+
+def test_the_invariant_check_reads_the_table_and_the_registry_in_one_snapshot(postgres_server, pg_schema) -> None:
+    """Another writer commits right after the check's first read of the table (a second
+    manager, as another process would): the registry and the table were read in two
+    statements, so the check saw one more chunk in the registry than in the table."""
+    from contextlib import contextmanager
+
+    checker, writer = PgStoreManager(postgres_server.url, schema=pg_schema), PgStoreManager(postgres_server.url, schema=pg_schema)
+    try:
+        store = checker.create("racy", D)
+        store.replace_item_chunks("first", [Chunk("already there", {})], vecs(1))
+        other = writer.get("racy", D)
+        original, wrote = store._job, []
+
+        class WriteAfterTheCount:
+            def __init__(self, con):
+                self._con = con
+
+            def execute(self, query, *args, **kwargs):
+                result = self._con.execute(query, *args, **kwargs)
+                text = query.as_string(self._con) if hasattr(query, "as_string") else str(query)
+                if "count(*)" in text and not wrote:
+                    wrote.append(other.replace_item_chunks("second", [Chunk("written meanwhile", {})], vecs(1, 3)))
+                return result
+
+            def __getattr__(self, name):
+                return getattr(self._con, name)
+
+        @contextmanager
+        def job(action):
+            with original(action) as con:
+                yield WriteAfterTheCount(con)
+
+        store._job = job
+        assert store.check_invariants() == []
+        assert wrote and store.count() == 2
+    finally:
+        writer.close_all()
+        checker.close_all()

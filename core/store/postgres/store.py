@@ -590,13 +590,20 @@ class PgBaseStore(HybridSearch):
         """
         problems = self.integrity_check()
         with self._job("check invariants") as con:
-            counted = con.execute(sql.SQL("SELECT count(*), coalesce(sum(length), 0) FROM {}").format(self._t)).fetchone()
-            registry = con.execute(
-                sql.SQL("SELECT rows, total_length FROM {} WHERE base_id = %s").format(sql.Identifier(REGISTRY)),
+            # One statement, so one snapshot: read in two, a writer committing in between
+            # (another process, or this one's indexing) made a healthy store look broken.
+            row = con.execute(
+                sql.SQL(
+                    "SELECT c.n, c.total, r.rows, r.total_length FROM"
+                    " (SELECT count(*) AS n, coalesce(sum(length), 0) AS total FROM {}) AS c"
+                    " LEFT JOIN {} AS r ON r.base_id = %s"
+                ).format(self._t, sql.Identifier(REGISTRY)),
                 (self.base_id,),
             ).fetchone()
-            if counted is None or registry is None or int(counted[0]) != int(registry[0]):
-                problems.append(f"registry counts {registry and registry[0]} chunks, the table holds {counted and counted[0]}")
+            assert row is not None  # the aggregate always gives one row
+            counted, registry = (row[0], row[1]), (None if row[2] is None else (row[2], row[3]))
+            if registry is None or int(counted[0]) != int(registry[0]):
+                problems.append(f"registry counts {registry and registry[0]} chunks, the table holds {counted[0]}")
             elif int(counted[1]) != int(registry[1]):
                 problems.append(f"registry sums {registry[1]} tokens, the table's chunks hold {counted[1]}")
             for (cid,) in con.execute(
