@@ -56,11 +56,8 @@ server = embedding_server_fixture(DIMS)
 
 # What only the SQLite backend has (or, on PostgreSQL, only the leases will bring)
 SQLITE_ONLY = {
-    "test_crash_left_processing_is_requeued_on_open": "writes the SQLite file (PostgreSQL: test_pg_runtime_claims.py)",
     "test_a_data_directory_is_used_by_one_process_at_a_time": "on PostgreSQL every process is a writer",
-    "test_restore_aggregates_acceptance_failures_and_drops_the_new_base": "checks the store files under bases/",
     "test_partial_deletion_is_reported": "blocks the removal of a store file",
-    "test_create_base_rolls_back_when_the_store_cannot_be_created": "makes bases/ unwritable",
 }
 
 
@@ -346,7 +343,7 @@ async def test_restore_completed_and_failed_bases(tmp_path, server, corpus):
         assert (await ks.get_base(failed.id)).status.value == "failed"  # kept until the user deletes it
 
 
-async def test_restore_aggregates_acceptance_failures_and_drops_the_new_base(tmp_path, server, corpus):
+async def test_restore_aggregates_acceptance_failures_and_drops_the_new_base(tmp_path, server, corpus, backend):
     async with open_service(tmp_path / "data", server.url) as ks:
         source = await ks.create_base("Docs")
         await ks.add_items(source.id, [ItemInput("file", {"path": str(corpus / "notes.txt")}),
@@ -358,7 +355,8 @@ async def test_restore_aggregates_acceptance_failures_and_drops_the_new_base(tmp
             await ks.restore_base(source.id, "fake::other", DIMS)
         assert "notes.txt" in str(info.value)
         assert (await ks.list_bases()).total == before  # the new base was deleted again
-        assert (tmp_path / "data" / "bases").exists()
+        if backend == "sqlite":
+            assert (tmp_path / "data" / "bases").exists()
 
 
 async def test_delete_base_interrupts_work_and_removes_files(tmp_path, server, corpus):
@@ -436,19 +434,34 @@ async def test_shutdown_message_is_written(tmp_path, server, corpus, backend):
     server.faults.clear()
 
 
-async def test_crash_left_processing_is_requeued_on_open(tmp_path, server, corpus):
+def write_catalogue(backend: str, request, data: Path, statement: str, params: tuple) -> int:
+    """Run one statement on the catalogue below the facade (what a crash leaves behind);
+    returns how many rows it changed."""
+    if backend == "sqlite":
+        import sqlite3
+
+        con = sqlite3.connect(data / "knowledge.db")
+        changed = con.execute(statement.replace("%s", "?"), params).rowcount
+        con.commit()
+        con.close()
+        return changed
+    import psycopg
+
+    url, schema = request.getfixturevalue("postgres_server").url, request.getfixturevalue("pg_schema")
+    with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as con:
+        return con.execute(statement, params).rowcount
+
+
+async def test_crash_left_processing_is_requeued_on_open(tmp_path, server, corpus, backend, request):
+    """On PostgreSQL the item holds no lease (its process died), so the sweep claims it."""
     data = tmp_path / "data"
     async with open_service(data, server.url) as ks:
         base = await ks.create_base("Docs")
         (item,) = await ks.add_items(base.id, [ItemInput("note", {"content": "crash survivor"})])
         assert await ks.wait_idle(timeout=10)
     # simulate the rows a crash leaves: processing mid-phase, never finished
-    import sqlite3
-
-    con = sqlite3.connect(data / "knowledge.db")
-    con.execute("UPDATE knowledge_item SET status='processing', phase='embedding' WHERE id=?", (item.id,))
-    con.commit()
-    con.close()
+    assert write_catalogue(backend, request, data,
+                           "UPDATE knowledge_item SET status='processing', phase='embedding' WHERE id=%s", (item.id,)) == 1
     async with open_service(data, server.url) as ks:
         assert await ks.wait_idle(timeout=10)
         assert (await ks.get_item(item.id)).status == ItemStatus.COMPLETED
@@ -499,15 +512,33 @@ async def test_items_of_another_base_are_refused(tmp_path, server):
         assert await ks.wait_idle(timeout=10)
 
 
-async def test_create_base_rolls_back_when_the_store_cannot_be_created(tmp_path, server):
+def block_the_next_chunk_table(request) -> None:
+    import psycopg
+
+    url, schema = request.getfixturevalue("postgres_server").url, request.getfixturevalue("pg_schema")
+    with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as con:
+        row = con.execute("SELECT last_value, is_called FROM ktui_chunk_table_seq").fetchone()
+        assert row is not None
+        con.execute(f"CREATE TABLE chunk_{row[0] + 1 if row[1] else row[0]} (squatter int)")
+
+
+async def test_create_base_rolls_back_when_the_store_cannot_be_created(tmp_path, server, backend, request):
+    """SQLite: a file where bases/ should be. PostgreSQL: a table already holds the name
+    the next base's chunk table gets (the names' sequence exists once a base does)."""
     data = tmp_path / "data"
     async with open_service(data, server.url) as ks:
-        if (data / "bases").exists():
-            (data / "bases").rmdir()
-        (data / "bases").write_text("a file where the stores directory should be")
+        kept = 0
+        if backend == "postgres":
+            await ks.create_base("Kept")
+            kept = 1
+            block_the_next_chunk_table(request)
+        else:
+            if (data / "bases").exists():
+                (data / "bases").rmdir()
+            (data / "bases").write_text("a file where the stores directory should be")
         with pytest.raises(StoreError):
             await ks.create_base("Doomed")
-        assert (await ks.list_bases()).total == 0
+        assert (await ks.list_bases()).total == kept
 
 
 async def test_similar_items_ranks_related_items_first(tmp_path, server):
