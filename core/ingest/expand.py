@@ -14,7 +14,7 @@ The walk is what a user expects from "index this folder":
 * symlinks are followed, but every real directory is visited once, so a link loop
   ends instead of recursing forever, and a linked tree is not listed twice;
 * only files a reader supports are kept, and folders left with nothing are dropped;
-* empty files (0 bytes, or at most `BLANK_PROBE_BYTES` of whitespace: an empty
+* empty files (0 bytes, or nothing but whitespace up to `BLANK_SCAN_BYTES`: an empty
   `__init__.py`, a placeholder) are skipped as `empty file`, not listed to fail.
 """
 
@@ -48,24 +48,46 @@ DEFAULT_SKIPPED_DIRS = frozenset(
 _MAX_DEPTH = 128
 
 BLANK_PROBE_BYTES = 64
-"""Files up to this size are read during the walk to see whether they hold only
-whitespace; larger ones are listed (a large whitespace-only file fails on its own)."""
+"""Every listed file's first bytes are read during the walk: almost every real file shows
+text within them, so one short read settles it; only a file whose head is whitespace is
+read on (see `BLANK_SCAN_BYTES`)."""
+
+BLANK_SCAN_BYTES = 1 << 20
+"""A file whose head is whitespace is read on up to this size to see whether it holds only
+whitespace; a larger one is listed (a huge whitespace-only file fails on its own), so
+the walk never reads much of any file."""
+
+_SCAN_BLOCK = 64 * 1024
 
 
 def _is_blank(entry: os.DirEntry[str]) -> bool:
-    """Empty (0 bytes) or a few bytes of whitespace (a UTF-8 byte-order mark allowed).
-    Anything that cannot be stat'ed or read is not blank: its read will say why."""
+    """Empty (0 bytes) or only whitespace up to `BLANK_SCAN_BYTES` (a UTF-8 byte-order mark
+    allowed). Anything that cannot be stat'ed or read is not blank: its read will say why."""
     try:
         size = entry.stat().st_size  # follows symlinks
         if size == 0:
             return True
-        if size > BLANK_PROBE_BYTES:
+        if size > BLANK_SCAN_BYTES:
             return False
-        with open(entry.path, "rb") as handle:
-            head = handle.read(BLANK_PROBE_BYTES + 1)
+        # O_NONBLOCK: a file swapped for a FIFO since the walk saw it must not hang the walk
+        fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            head = os.read(fd, BLANK_PROBE_BYTES).removeprefix(codecs.BOM_UTF8)
+            if head.strip():
+                return False
+            seen = len(head)
+            while seen <= BLANK_SCAN_BYTES:
+                block = os.read(fd, _SCAN_BLOCK)
+                if not block:
+                    return True
+                if block.strip():
+                    return False
+                seen += len(block)
+            return False  # grew past the limit while being read: let its read decide
+        finally:
+            os.close(fd)
     except OSError:
         return False
-    return len(head) <= BLANK_PROBE_BYTES and not head.removeprefix(codecs.BOM_UTF8).strip()
 
 
 @dataclass
@@ -98,7 +120,7 @@ class SkipReport:
     Reasons: `unsupported type`, `ignore rule` (.gitignore, `ingest.exclude`,
     `ingest.include`), `hidden` (a dot name), `skipped folder` (node_modules, .git,
     virtual environments…), `image (OCR off)`, `empty file` (0 bytes or only whitespace,
-    see `BLANK_PROBE_BYTES`), `unreadable` (a file or subfolder that
+    see `BLANK_SCAN_BYTES`), `unreadable` (a file or subfolder that
     cannot be listed or stat'ed), `symlink loop` (a link to itself, or links that point at
     each other: ELOOP), `too deep or a loop` (a folder already walked, e.g. linked back to
     a parent).

@@ -643,12 +643,14 @@ def test_empty_files_in_a_folder_are_skipped_and_one_added_alone_fails_naming_it
     (folder / "pkg" / "core.py").write_text("def kite():\n    return 'flies'\n", encoding="utf-8")
     (folder / "README.md").write_text("# Project\nKites fly in spring.\n", encoding="utf-8")
     (folder / "TODO.md").write_text("\n\n", encoding="utf-8")
+    (folder / "pkg" / "blank.py").write_text(" \n\t" * 100, encoding="utf-8")  # 300 bytes of whitespace
     ktui("base", "create", "Code")
     added = ktui("add", "Code", str(folder), "--wait")  # rc 0: nothing failed
     line = next(line for line in added.stderr.splitlines() if line.startswith("skipped in "))
-    assert line == "skipped in project: 2 empty file (TODO.md, pkg/__init__.py)", line
+    assert line == "skipped in project: 3 empty file (TODO.md, pkg/__init__.py, pkg/blank.py)", line
+    assert "done: 4 completed, 0 failed" in added.stderr, added.stderr
     shown = ktui.json("item", "Code", "project")
-    assert shown["status"] == "completed" and shown["data"]["skipped"]["counts"] == {"empty file": 2}
+    assert shown["status"] == "completed" and shown["data"]["skipped"]["counts"] == {"empty file": 3}
     listed = ktui.json("items", "Code", "--all")["items"]
     assert sorted(i["name"] for i in listed if i["type"] == "file") == ["README.md", "core.py"]
     assert {i["status"] for i in listed} == {"completed"}

@@ -73,18 +73,20 @@ async def test_the_walk_reports_what_it_skipped_and_why(tmp_path: Path) -> None:
 
 
 async def test_empty_and_whitespace_only_files_are_skipped_not_listed(tmp_path: Path) -> None:
-    from ktui.core.ingest.expand import BLANK_PROBE_BYTES
+    from ktui.core.ingest.expand import BLANK_PROBE_BYTES, BLANK_SCAN_BYTES
 
     touch(tmp_path, "pkg/mod.py", text="def f():\n    return 1\n")
     touch(tmp_path, "pkg/__init__.py", "notes/blank.md", text="")
     touch(tmp_path, "notes/spaces.txt", text=" \n\t\r\n\n")
     (tmp_path / "notes" / "bom.md").write_bytes(b"\xef\xbb\xbf\n")
     touch(tmp_path, "notes/x.md", text="x")  # one character is content
-    touch(tmp_path, "notes/wide.txt", text=" " * (BLANK_PROBE_BYTES + 1))  # past the probe: listed, fails alone
+    touch(tmp_path, "notes/wide.txt", text=" \n\t" * 100)  # whitespace past the head probe: empty too
+    touch(tmp_path, "notes/late.md", text=" " * (BLANK_PROBE_BYTES * 3) + "text after blanks")  # content
+    touch(tmp_path, "notes/huge.txt", text=" " * (BLANK_SCAN_BYTES + 1))  # past the scan: listed, fails alone
     (tmp_path / "pkg" / "link.py").symlink_to(tmp_path / "pkg" / "__init__.py")  # followed: empty too
     listing = await expand_directory(str(tmp_path), SETTINGS)
-    assert rel_files(listing, tmp_path) == ["notes/wide.txt", "notes/x.md", "pkg/mod.py"]
-    assert listing.skipped is not None and listing.skipped.counts == {"empty file": 5}
+    assert rel_files(listing, tmp_path) == ["notes/huge.txt", "notes/late.md", "notes/x.md", "pkg/mod.py"]
+    assert listing.skipped is not None and listing.skipped.counts == {"empty file": 6}
     assert listing.skipped.examples["empty file"] == ["notes/blank.md", "notes/bom.md", "notes/spaces.txt"]
     only_empty = tmp_path / "placeholders"
     touch(only_empty, "a.md", "b/__init__.py", text="")
