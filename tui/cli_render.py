@@ -149,15 +149,28 @@ def group_json(group: KnowledgeGroup) -> dict[str, Any]:
     return {"id": group.id, "name": group.name, "created_at": group.created_at, "updated_at": group.updated_at}
 
 
+def json_text(value: Any, indent: int | None = None) -> str:
+    """JSON as UTF-8 text: non-ASCII letters stay readable, but a document holding a lone
+    surrogate (a non-UTF-8 file name, through os.fsdecode) is written all-ASCII, so its
+    \\udcXX escapes keep it exact and it stays valid UTF-8 for jq and every JSON parser
+    (stdout's surrogateescape would otherwise write the raw, invalid byte)."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent, default=_plain)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, indent=indent, default=_plain)
+    return text
+
+
 def dump(value: Any, out: TextIO | None = None) -> None:
     """One JSON document, pretty enough to read, stable keys order (as built)."""
     out = out or sys.stdout
-    out.write(json.dumps(value, ensure_ascii=False, indent=2, default=_plain) + "\n")
+    out.write(json_text(value, indent=2) + "\n")
 
 
 def dump_line(value: Any, out: TextIO | None = None) -> None:
     out = out or sys.stdout
-    out.write(json.dumps(value, ensure_ascii=False, default=_plain) + "\n")
+    out.write(json_text(value) + "\n")
 
 
 # --- text for people ------------------------------------------------------

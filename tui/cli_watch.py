@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import sys
 import time
@@ -29,6 +28,7 @@ from typing import Any
 from ktui.core import Settings
 from ktui.core.errors import KnowledgeError
 from ktui.core.models import ROOT, ItemChanged, ItemsAdded, ItemsRemoved, ItemStatus, KnowledgeItem
+from ktui.tui.cli_render import json_text
 from ktui.tui.cli_text import printable
 
 EXIT_OK, EXIT_FAILURE = 0, 1
@@ -64,7 +64,7 @@ class ChangeLog:
             if item is not None:
                 record |= {"item_id": item.id, "type": item.type.value, "source": item.source}
             record |= extra
-            self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.out.write(json_text(record) + "\n")
         else:
             what = f"{item.type.value} {item.source}" if item is not None else root.source
             tail = "".join(f" {v}" if k != "error" else f": {v}" for k, v in extra.items())

@@ -22,9 +22,17 @@ def id_list(values: Iterable[str]) -> Iterable[str]:
 
 
 def dump_metadata(metadata: Any) -> str:
+    """A chunk's metadata as JSON text. A non-UTF-8 file name (os.fsdecode gives lone
+    surrogates) cannot be bound as text on either backend; \\uXXXX escapes keep it exact
+    and json.loads restores it, so the chunk's source still matches its item's."""
     if metadata is None:
         return "{}"
-    return json.dumps(dict(metadata), ensure_ascii=False, default=str)
+    text = json.dumps(dict(metadata), ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(dict(metadata), ensure_ascii=True, default=str)
+    return text
 
 
 def new_chunk_rows(item_id: str, chunks: Sequence[Any]) -> list[tuple[str, int, str, str]]:

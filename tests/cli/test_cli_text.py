@@ -9,6 +9,7 @@ output shows visible escapes, the JSON output keeps the exact text.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -91,6 +92,30 @@ def test_hostile_names_and_text_are_escaped_in_human_output(ktui):
     assert {i["name"] for i in listing["items"]} >= {name}
     hits = json.loads(ktui("search", "Safe", "hummingbirds hover wings", "--json").stdout)
     assert any(r["text"].startswith(note[:20]) for r in hits["results"])
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file names are bytes")
+def test_a_file_whose_name_is_not_utf8_indexes_in_a_folder_and_is_found(ktui):
+    """os.fsdecode turns the byte 0xff of a name into a lone surrogate; the chunk's metadata
+    (its source) must still be storable, and every output must still be writable."""
+    folder = ktui.work / "mixed"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Kites\nKites fly in spring.\n", encoding="utf-8")
+    os.makedirs(os.fsencode(folder), exist_ok=True)
+    with open(os.path.join(os.fsencode(folder), b"bad-\xff name.md"), "wb") as handle:
+        handle.write(b"# Otters\nOtters hold hands while they sleep.\n")
+    ktui("base", "create", "Bytes")
+    added = ktui("add", "Bytes", str(folder), "--wait")  # rc 0: nothing failed
+    assert "done: 3 completed, 0 failed" in added.stderr, added.stderr
+    found = ktui("search", "Bytes", "otters hold hands", "--mode", "bm25")
+    assert "bad-\\udcff name.md" in found.stdout.splitlines()[0], found.stdout
+    hits = ktui.json("search", "Bytes", "otters hold hands")["results"]
+    assert hits[0]["text"].startswith("# Otters") and hits[0]["source"].endswith(" name.md")
+    listed = ktui.json("items", "Bytes", "--all")["items"]
+    assert {i["status"] for i in listed} == {"completed"}
+    bad = next(i for i in listed if i["name"].startswith("bad-"))
+    chunks = ktui("chunks", "Bytes", bad["id"])
+    assert "Otters hold hands" in chunks.stdout
 
 
 # --- tables line up by display width, not by character count -----------------
