@@ -7,7 +7,8 @@ once at start (to pick up what changed while nothing watched) and then after
 every change, reading and embedding only what changed (the incremental refresh).
 
 This module only reports: one line per change (a file indexed again, added,
-failed or removed) on stdout, with `--json` one JSON object per line. SIGINT and
+failed or removed) on stdout, with `--json` one JSON object per line. A refresh
+reads failed files again; one that is unchanged and fails the same way is not logged again. SIGINT and
 SIGTERM stop it cleanly: running work is interrupted and picked up again the
 next time anything opens the data directory; the exit code is 0.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import time
@@ -45,6 +47,9 @@ class ChangeLog:
         self.status: dict[str, ItemStatus] = {}
         self.base_names: dict[str, str] = {}
         self.roots: dict[str, KnowledgeItem] = {}
+        # item id -> (error, size, mtime) of the failure last logged: every refresh reads
+        # failed files again, and an unchanged file failing the same way is not a change
+        self.failures: dict[str, tuple[str | None, int, int] | None] = {}
 
     async def follow(self, root: KnowledgeItem, base_name: str) -> None:
         self.roots[root.id] = root
@@ -85,6 +90,7 @@ class ChangeLog:
                 for item_id in gone:
                     self.owner.pop(item_id, None)
                     self.status.pop(item_id, None)
+                    self.failures.pop(item_id, None)
                 self.emit(root_id, "removed", count=f"{len(gone)} item(s)")
         elif isinstance(event, ItemChanged) and event.item_id in self.owner:
             before = self.status.get(event.item_id)
@@ -100,11 +106,29 @@ class ChangeLog:
             return
         if item.type.is_leaf:
             if event.status == ItemStatus.COMPLETED:
+                self.failures.pop(item.id, None)
                 self.emit(root_id, "indexed", item)
             else:
+                failure = _failure_key(item)
+                if failure is not None and self.failures.get(item.id) == failure:
+                    return  # retried by a refresh of its folder, unchanged, failed the same way
+                self.failures[item.id] = failure
                 self.emit(root_id, "failed", item, error=item.error)
         elif item.id == root_id and event.status == ItemStatus.FAILED and item.error and "child" not in item.error:
             self.emit(root_id, "failed", item, error=item.error)  # the folder itself (gone, empty)
+
+
+def _failure_key(item: KnowledgeItem) -> tuple[str | None, int, int] | None:
+    """What a failed file's log line stands for: its error and the file's size and mtime
+    now (None when it cannot be stat'ed, or for a page or note: always logged)."""
+    path = getattr(item.data, "path", None)
+    if not isinstance(path, str):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (item.error, st.st_size, st.st_mtime_ns)
 
 
 async def _watched_folders(ks: Any, bases: list[Any]) -> list[tuple[Any, KnowledgeItem]]:

@@ -30,6 +30,12 @@ class Lines:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
 
+    def drain(self) -> list[str]:
+        """Every line, once the process has ended (its stdout closed)."""
+        while (line := self._queue.get(timeout=LINE_TIMEOUT)) is not None:
+            self.seen.append(line)
+        return self.seen
+
     def until(self, predicate) -> str:
         while True:
             try:
@@ -107,3 +113,40 @@ def test_watch_sigint_stops_with_a_line_and_nothing_to_watch_is_an_error(tmp_pat
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow
+def test_a_file_that_keeps_failing_is_logged_once_per_change_of_it(tmp_path, server):  # noqa: F811
+    """Each refresh retries failed files; the log shows a broken file at the start and
+    after it changes, not at every change of another file."""
+    ktui = Ktui(tmp_path, server.url)
+    folder = ktui.work / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpacas\nAlpacas hum.\n", encoding="utf-8")
+    (folder / "broken.md").write_bytes(b"\x00\x01\x02" * 40)  # binary: fails at every read
+    ktui("base", "create", "Notes")
+    ktui("add", "Notes", str(folder), "--watch", "--wait", rc=1)
+
+    proc = start_watch(ktui, "Notes", "--json")
+    lines = Lines(proc)
+
+    def broken(line: str) -> bool:
+        return "broken.md" in line and '"failed"' in line
+
+    try:
+        lines.until(broken)  # the start's refresh read it again: logged once
+        for name in ("c.md", "d.md"):  # each change refreshes the folder, which retries broken.md
+            (folder / name).write_text(f"# {name}\nCapybaras swim in rivers.\n", encoding="utf-8")
+            lines.until(lambda s, name=name: name in s and '"indexed"' in s)
+        (folder / "broken.md").write_bytes(b"\x00\x01\x02" * 80)  # changed, still broken: logged
+        lines.until(broken)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=LINE_TIMEOUT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    seen = lines.drain()
+    assert len([s for s in seen if broken(s)]) == 2, seen
+    error = json.loads(next(s for s in seen if broken(s)))["error"]
+    assert error.startswith("Not a text file (binary content)") and "broken.md" in error
