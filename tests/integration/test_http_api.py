@@ -220,6 +220,35 @@ def test_the_served_openapi_document_is_the_checked_in_one(api):
             "/knowledge-items/{item_id}", "/events"} <= set(served["paths"])
 
 
+def test_an_item_whose_file_name_is_not_utf8_is_served_as_valid_json(api, ws):
+    """os.fsdecode gives the byte 0xff of a name a lone surrogate: every answer naming the
+    item (the item, a page of items, a search hit) is still 200 and valid UTF-8 JSON."""
+    import os
+
+    folder = ws.work / "bytes"
+    folder.mkdir()
+    with open(os.path.join(os.fsencode(folder), b"bad-\xff name.md"), "wb") as handle:
+        handle.write(b"# Otters\nOtters hold hands while they sleep.\n")
+    bid = api.post("/knowledge-bases", json={"name": "Bytes"}).json()["id"]
+    added = api.post(f"/knowledge-bases/{bid}/items", json={"items": [
+        {"type": "directory", "data": {"path": str(folder)}}]})
+    assert added.status_code == 202, added.text
+    assert wait_completed(api, added.json()["items"][0]["id"])["status"] == "completed"
+    page = api.get(f"/knowledge-bases/{bid}/items", params={"group_id": "*", "limit": 100})
+    assert page.status_code == 200, page.text
+    page.content.decode("utf-8")  # strict: no raw invalid byte
+    item = next(i for i in page.json()["items"] if i["type"] == "file")
+    assert item["name"] == "bad-\udcff name.md" and item["status"] == "completed"
+    one = api.get(f"/knowledge-items/{item['id']}")
+    assert one.status_code == 200 and one.json()["source"] == os.fsdecode(folder) + "/bad-\udcff name.md"
+    found = api.post(f"/knowledge-bases/{bid}/search", json={"query": "otters hold hands", "mode": "bm25"})
+    assert found.status_code == 200, found.text
+    assert found.json()["results"][0]["item_id"] == item["id"]
+    chunks = api.get(f"/knowledge-bases/{bid}/items/{item['id']}/chunks")
+    assert chunks.status_code == 200 and "Otters hold hands" in chunks.json()["chunks"][0]["text"]
+    assert api.delete(f"/knowledge-bases/{bid}").status_code == 204
+
+
 def test_the_event_stream_reports_runtime_events(api):
     with httpx.Client(base_url=str(api.base_url), timeout=60) as events_client, \
             events_client.stream("GET", "/events") as stream:

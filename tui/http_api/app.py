@@ -25,7 +25,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -43,6 +43,7 @@ from ktui.tui.http_api.errors import (
     str_param,
 )
 from ktui.tui.http_api.events import event_stream
+from ktui.tui.http_api.json_response import JsonResponse
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +86,14 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
     async def list_bases(request: Request) -> Response:
         page = await ks.list_bases(page=int_param(request, "page", 1), limit=int_param(request, "limit", 20))
         counts = await ks.item_counts()
-        return JSONResponse(ops.page_json(page, lambda b: base_json(b, counts.get(b.id, 0))))
+        return JsonResponse(ops.page_json(page, lambda b: base_json(b, counts.get(b.id, 0))))
 
     async def get_base(request: Request) -> Response:
-        return JSONResponse(await counted(await ks.get_base(request.path_params["base_id"])))
+        return JsonResponse(await counted(await ks.get_base(request.path_params["base_id"])))
 
     async def patch_base(request: Request) -> Response:
         patch = await json_body(request)
-        return JSONResponse(await counted(await ks.update_base(request.path_params["base_id"], patch)))
+        return JsonResponse(await counted(await ks.update_base(request.path_params["base_id"], patch)))
 
     async def list_items(request: Request) -> Response:
         group_id: Any = ROOT
@@ -103,10 +104,10 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
             group_id = raw_group
         page = await ks.list_items(request.path_params["base_id"], type=str_param(request, "type"), group_id=group_id,
                                    page=int_param(request, "page", 1), limit=int_param(request, "limit", 20))
-        return JSONResponse(ops.page_json(page, item_json))
+        return JsonResponse(ops.page_json(page, item_json))
 
     async def get_item(request: Request) -> Response:
-        return JSONResponse(item_json(await ks.get_item(request.path_params["item_id"])))
+        return JsonResponse(item_json(await ks.get_item(request.path_params["item_id"])))
 
     # --- workflow ----------------------------------------------------------
 
@@ -116,7 +117,7 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
             raise ValidationError.field("name", "is required")
         name = body.pop("name")
         model, dims = body.pop("embedding_model_id", None), body.pop("dimensions", None)
-        return JSONResponse(await counted(await ks.create_base(name, model, dims, **body)), status_code=201)
+        return JsonResponse(await counted(await ks.create_base(name, model, dims, **body)), status_code=201)
 
     async def restore_base(request: Request) -> Response:
         body = await json_body(request)
@@ -126,7 +127,7 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
         if dims is None:
             dims = await ks.detect_dimensions(model)
         base = await ks.restore_base(request.path_params["base_id"], model, dims, body.get("name"))
-        return JSONResponse(await counted(base), status_code=201)
+        return JsonResponse(await counted(base), status_code=201)
 
     async def delete_base(request: Request) -> Response:
         await ks.delete_base(request.path_params["base_id"])
@@ -144,7 +145,7 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
                 raise ValidationError.field(f"items[{n}]", "must be an object {\"type\": ..., \"data\": {...}}")
             inputs.append(ItemInput(spec["type"], spec.get("data", {})))
         items = await ks.add_items(request.path_params["base_id"], inputs)
-        return JSONResponse({"base_id": request.path_params["base_id"], "items": [item_json(i) for i in items]},
+        return JsonResponse({"base_id": request.path_params["base_id"], "items": [item_json(i) for i in items]},
                             status_code=202)
 
     async def delete_items(request: Request) -> Response:
@@ -160,7 +161,7 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
         if not isinstance(force, bool):
             raise ValidationError.field("force", "must be true or false")
         items = await ks.reindex_items(request.path_params["base_id"], body.get("item_ids"), force=force)
-        return JSONResponse({"base_id": request.path_params["base_id"], "items": [item_json(i) for i in items]},
+        return JsonResponse({"base_id": request.path_params["base_id"], "items": [item_json(i) for i in items]},
                             status_code=202)
 
     async def search_base(request: Request) -> Response:
@@ -170,13 +171,13 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
                                    mode=body.get("mode"))
         base = await ks.get_base(request.path_params["base_id"])
         mode = body.get("mode") or str(getattr(base.search_mode, "value", base.search_mode))
-        return JSONResponse(search_json(str(body.get("query")), mode, response))
+        return JsonResponse(search_json(str(body.get("query")), mode, response))
 
     async def search_many(request: Request) -> Response:
         body = await json_body(request)
         only_keys(body, {"query", "bases", "top_k", "mode", "types", "source_contains", "source_prefix",
                          "modified_after"})
-        return JSONResponse(await ops.search(ks, body.get("query"), body.get("bases"), mode=body.get("mode"),
+        return JsonResponse(await ops.search(ks, body.get("query"), body.get("bases"), mode=body.get("mode"),
                                              top_k=body.get("top_k"), types=body.get("types"),
                                              source_contains=body.get("source_contains"),
                                              source_prefix=body.get("source_prefix"),
@@ -185,7 +186,7 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
     async def list_chunks(request: Request) -> Response:
         p = request.path_params
         chunks = await ks.list_item_chunks(p["base_id"], p["item_id"])
-        return JSONResponse({"base_id": p["base_id"], "item_id": p["item_id"],
+        return JsonResponse({"base_id": p["base_id"], "item_id": p["item_id"],
                              "chunks": [chunk_json(c) for c in chunks]})
 
     async def delete_chunk(request: Request) -> Response:
@@ -197,11 +198,11 @@ def build_app(ks: KnowledgeService, *, token: str | None = None) -> Starlette:
         return event_stream(ks, request)
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document())
+        return JsonResponse(openapi_document())
 
     async def status(request: Request) -> Response:
         stats = ks.queue_stats()
-        return JSONResponse({"read_only": ks.read_only, "queue": {
+        return JsonResponse({"read_only": ks.read_only, "queue": {
             "pending": stats.pending, "running": stats.running, "done": stats.done, "failed": stats.failed,
             "chunks_per_second": stats.chunks_per_second}})
 

@@ -12,7 +12,6 @@ import logging
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from ktui.core.errors import (
     AggregateAcceptanceError,
@@ -26,6 +25,7 @@ from ktui.core.errors import (
     StoreError,
     ValidationError,
 )
+from ktui.tui.http_api.json_response import JsonResponse
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,11 @@ def status_of(exc: KnowledgeError) -> int:
     return 400
 
 
-def error_response(status: int, kind: str, message: str, fields: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message, "fields": fields or {}}}, status_code=status)
+def error_response(status: int, kind: str, message: str, fields: dict[str, str] | None = None) -> JsonResponse:
+    return JsonResponse({"error": {"type": kind, "message": message, "fields": fields or {}}}, status_code=status)
 
 
-def knowledge_error_response(exc: KnowledgeError) -> JSONResponse:
+def knowledge_error_response(exc: KnowledgeError) -> JsonResponse:
     fields: dict[str, str] = {}
     if isinstance(exc, ValidationError):
         fields = dict(getattr(exc, "errors", {}) or {})

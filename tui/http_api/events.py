@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 
 from ktui.core.service import KnowledgeService
+from ktui.tui.http_api.json_response import json_text
 
 PING_SECONDS = 15
 BATCH_WAIT_SECONDS = 1.0
@@ -45,7 +45,7 @@ def event_stream(ks: KnowledgeService, request: Request) -> EventSourceResponse:
             yield ServerSentEvent(comment="ktui events")  # headers go out at once
             while not subscription.closed and not await request.is_disconnected():
                 for event in await subscription.next_batch(timeout=BATCH_WAIT_SECONDS):
-                    yield ServerSentEvent(data=json.dumps(event_json(event), ensure_ascii=False),
+                    yield ServerSentEvent(data=json_text(event_json(event)),
                                           event=type(event).__name__)
         finally:
             subscription.close()
