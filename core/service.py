@@ -28,7 +28,7 @@ from ktui.core.config import Settings, load_settings
 from ktui.core.data.base_service import KnowledgeBaseService
 from ktui.core.data.imports import ImportLedger
 from ktui.core.data.item_service import KnowledgeItemService
-from ktui.core.data.validation import require_id, require_model_id
+from ktui.core.data.validation import require_id, require_ids, require_model_id
 from ktui.core.db import Database
 from ktui.core.embeddings import EmbeddingService
 from ktui.core.errors import InvalidOperationError, KnowledgeError, ReadOnlyError
@@ -37,6 +37,7 @@ from ktui.core.models import (
     ROOT,
     BaseConfig,
     ChunkRecord,
+    FolderFollower,
     GroupFilter,
     ItemInput,
     ItemStatus,
@@ -56,6 +57,7 @@ from ktui.core.naming import resolve_base, resolve_group, resolve_item
 from ktui.core.orchestration import KnowledgeOrchestrationService
 from ktui.core.runtime.claims import NO_CLAIMS, WorkClaims
 from ktui.core.runtime.events import EventBus, Subscription
+from ktui.core.runtime.following import ProcessClaims
 from ktui.core.runtime.invariants import check_invariants
 from ktui.core.runtime.remote import RemoteEvents, progress_payload
 from ktui.core.runtime.service import KnowledgeRuntimeService
@@ -65,26 +67,16 @@ from ktui.core.store import StoreManager, Stores
 if TYPE_CHECKING:
     from ktui.core.doctor import DoctorReport
     from ktui.core.engine import RankResult
+    from ktui.core.store.postgres.leases import Leases
     from ktui.core.transfer import ImportReport
     from ktui.core.transfer.migrate import MigrationReport, Progress
 
 # What add_items accepts: ItemInput, or its `{"type", "data"}` mapping form (JSON callers).
 ItemInputLike = ItemInput | Mapping[str, Any]
 
-WATCH_NOT_SHARED = (
-    "Watching folders is not available on a shared PostgreSQL store yet: several processes "
-    "would follow the same folder; add it without watch and reindex it to refresh"
-)
-
-
-def _asks_watch(item: ItemInputLike) -> bool:
-    data = item.data if isinstance(item, ItemInput) else item.get("data")
-    return isinstance(data, Mapping) and data.get("watch") is True
-
-
 class KnowledgeService:
     def __init__(self, settings: Settings, db: Catalogue, *, read_only: bool = False, stores: Stores | None = None,
-                 claims: WorkClaims | None = None):
+                 claims: WorkClaims | None = None, process_claims: ProcessClaims | None = None):
         self.settings = settings
         self.read_only = read_only
         self._db = db
@@ -106,7 +98,9 @@ class KnowledgeService:
             embeddings=self._embeddings,
             bus=self._bus,
             claims=claims or NO_CLAIMS,  # a shared store's work claims (core/runtime/claims.py)
+            process_claims=process_claims,  # and its imports in flight / followed folders (following.py)
         )
+        self._process_claims = process_claims
         self._workflow = KnowledgeOrchestrationService(
             settings=settings,
             bases=self._bases,
@@ -133,6 +127,7 @@ class KnowledgeService:
         recover: bool = True,
         command: str = "ktui",
         recovery_gate: Callable[[], Awaitable[None]] | None = None,
+        leases: Leases | None = None,
     ) -> KnowledgeService:
         """Open (creating if needed) the data directory and start the runtime.
 
@@ -149,13 +144,16 @@ class KnowledgeService:
         no write of any file; it sees committed state through SQLite's WAL while
         another process holds the directory, and every workflow or patch call
         raises `ReadOnlyError`. `command` names the holder in the lock file.
+        `leases` (a shared store only) sets this process's lease owner id, TTL and clock
+        (`ktui.core.store.postgres.leases.Leases`; tests inject a clock and a host).
         """
         if settings is None:
             settings = load_settings(data_dir=data_dir)
         elif data_dir is not None:
             settings = settings.with_(data_dir=Path(data_dir))
         if settings.store.postgres:
-            return await cls._open_shared(settings, read_only=read_only, recover=recover, recovery_gate=recovery_gate)
+            return await cls._open_shared(settings, read_only=read_only, recover=recover, recovery_gate=recovery_gate,
+                                          leases=leases)
         if read_only:
             db = await Database.open_readonly(Path(settings.data_dir))
             return cls(settings, db, read_only=True)
@@ -184,6 +182,7 @@ class KnowledgeService:
         read_only: bool,
         recover: bool = True,
         recovery_gate: Callable[[], Awaitable[None]] | None = None,
+        leases: Leases | None = None,
     ) -> KnowledgeService:
         """Open a data directory whose catalogue and chunks live in PostgreSQL (docs/postgres.md).
 
@@ -192,24 +191,30 @@ class KnowledgeService:
         catalogue writes and publishes them as its own events, and runs items only under
         their leases (PgWorkClaims): with `recover`, its heartbeat sweeps up the unfinished
         items nobody alive holds (a killed process's, once their leases expire). Watched
-        folders are not resumed and interrupted imports not discarded here: another
-        process may be importing right now, and a folder path is one machine's.
+        folders and interrupted imports follow the rule of core/runtime/following.py: a
+        folder is followed by one process of its machine that runs a watcher, an import
+        is discarded only once its importer's lease expired.
         """
         from ktui.core.store.postgres import PgStoreManager
         from ktui.core.store.postgres.catalogue import PgDatabase
-        from ktui.core.store.postgres.leases import Leases
+        from ktui.core.store.postgres.leases import LeaseOwner, Leases
         from ktui.core.store.postgres.notify import Listener, ProgressRelay, new_origin, with_origin
+        from ktui.core.store.postgres.process_leases import with_lease_ttl
         from ktui.core.store.postgres.work_claims import PgWorkClaims
 
         assert settings.store.url is not None
-        origin = new_origin()
-        conninfo = with_origin(settings.store.url, origin)
+        # one id per process: its connections' origin (NOTIFY, the import trigger) and its leases' owner
+        origin = leases.owner if leases is not None else new_origin()
+        # the import trigger's first lease lives as long as this process's leases do
+        conninfo = with_lease_ttl(with_origin(settings.store.url, origin),
+                                  leases.ttl if leases is not None else settings.store.lease_ttl)
         schema = settings.store.schema
         Path(settings.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)  # the local cache lives there
         db = await PgDatabase.open(conninfo, schema=schema)
         stores = PgStoreManager(conninfo, schema=schema)
-        claims = None if read_only else PgWorkClaims(conninfo, schema, leases=Leases(ttl=settings.store.lease_ttl))
-        service = cls(settings, db, read_only=read_only, stores=stores, claims=claims)
+        claims = None if read_only else PgWorkClaims(
+            conninfo, schema, leases=leases or Leases(LeaseOwner(origin), ttl=settings.store.lease_ttl))
+        service = cls(settings, db, read_only=read_only, stores=stores, claims=claims, process_claims=claims)
         try:
             if not read_only:
                 remote = service._remote = RemoteEvents(db, service._bus)
@@ -230,7 +235,8 @@ class KnowledgeService:
                 relay = service._relay = ProgressRelay(conninfo, schema, origin=origin)
                 relay.start()
                 service._state.relay_progress = lambda e: relay.send(progress_payload(e))
-                await service._runtime.start(recover=recover, watch=False, recovery_gate=recovery_gate)
+                await service._runtime.start(recover=recover, recovery_gate=recovery_gate,
+                                             before_recovery=service._discard_interrupted_imports)
         except BaseException:
             await service.close()
             raise
@@ -238,12 +244,18 @@ class KnowledgeService:
 
     async def _discard_interrupted_imports(self) -> None:
         """A base whose import was killed before its last item was in is removed whole
-        (rows and store files): an import is all-or-nothing. One indexed query at open."""
-        for base_id in await self._imports.unfinished():
+        (rows and store files): an import is all-or-nothing. One indexed query at open; on
+        a shared store only those whose importer's lease expired (following.py), at open
+        and at each heartbeat of a recovering process."""
+        claims = self._process_claims
+        unfinished = await claims.interrupted_imports() if claims is not None else await self._imports.unfinished()
+        for base_id in unfinished:
             try:
                 await self._workflow.delete_base(base_id)
             except KnowledgeError:
                 logging.getLogger(__name__).exception("could not discard the interrupted import of %s", base_id)
+                if claims is not None:
+                    await claims.give_back_imports([base_id])
 
     def announce(self, command: str, url: str | None = None) -> None:
         """Tell other processes who holds the directory and where to reach it (the
@@ -326,8 +338,6 @@ class KnowledgeService:
     async def add_items(self, base_id: str, items: Sequence[ItemInputLike]) -> list[KnowledgeItem]:
         """Accept items; returns once their rows exist (indexing continues in the queue)."""
         self._writable()
-        if self._shared and any(_asks_watch(i) for i in items if isinstance(i, (ItemInput, Mapping))):
-            raise InvalidOperationError(WATCH_NOT_SHARED)
         return await self._workflow.add_items(base_id, items)
 
     async def delete_items(self, base_id: str, item_ids: Sequence[str]) -> None:
@@ -342,8 +352,6 @@ class KnowledgeService:
     async def set_watch(self, base_id: str, item_id: str, watch: bool) -> KnowledgeItem:
         """Follow a top-level folder item's changes while ktui runs (resumed at every start)."""
         self._writable()
-        if self._shared and watch is True:
-            raise InvalidOperationError(WATCH_NOT_SHARED)
         return await self._workflow.set_watch(base_id, item_id, watch)
 
     async def search(
@@ -487,6 +495,25 @@ class KnowledgeService:
         """The holder's recovery is still re-queuing unfinished work (or resuming watched
         folders); `queue_stats().recovering` says how many items it has left to look at."""
         return self._runtime.recovery.running
+
+    async def folder_followers(self, item_ids: Sequence[str]) -> dict[str, FolderFollower]:
+        """Who keeps these watched folders fresh (item id -> FolderFollower): this process,
+        or on a shared store the machine a folder belongs to and whichever process there
+        follows it now (docs/postgres.md), so `ktui watch` on another machine can say so."""
+        ids = require_ids(list(item_ids), "item_ids")
+        watcher = self._runtime.watcher
+        claims = self._process_claims
+        if claims is None or self.read_only:
+            return {i: FolderFollower(here=watcher.watching(i)) for i in ids}
+        from ktui.core.store.postgres.process_leases import host_of
+
+        rows = await claims.followers(ids)
+        out: dict[str, FolderFollower] = {}
+        for i in ids:
+            host, owner = rows.get(i, (None, None))
+            out[i] = FolderFollower(here=watcher.watching(i), host=host, mine=host in (None, claims.host),
+                                    follower=host_of(owner) if owner is not None else None)
+        return out
 
     async def wait_recovered(self, timeout: float | None = None) -> bool:
         """Wait until recovery has queued what it found and the watched folders' refreshes

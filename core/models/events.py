@@ -63,4 +63,19 @@ class QueueStats:
     recovery_error: str | None = None  # why the last recovery pass stopped early (also logged)
 
 
+@dataclass(frozen=True, slots=True)
+class FolderFollower:
+    """Who keeps a watched folder fresh (`KnowledgeService.folder_followers`). On a shared
+    store a folder belongs to one machine (`host`, None until one recorded it) and is
+    followed by one process there (`follower`: its machine, None when nobody follows it
+    now); `here` is True when this process follows it, `mine` when the folder belongs to
+    this process's machine (or to none yet). On SQLite `host` and `follower` are None and
+    `here` says whether this process watches it."""
+
+    here: bool
+    host: str | None = None
+    follower: str | None = None
+    mine: bool = True
+
+
 Event = ItemChanged | ItemsAdded | ItemsRemoved | BaseChanged | BaseRemoved | QueueStats | Resync

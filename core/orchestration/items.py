@@ -120,7 +120,7 @@ class ItemWorkflow(WorkflowParts):
             raise
         for item in created:
             if isinstance(item.data, DirectoryItemData) and item.data.watch:
-                self.runtime.watcher.watch(base.id, item.id, item.data.path)
+                await self.runtime.follow(base.id, item.id, item.data.path, refresh=False)  # queued above
         return created
 
     async def delete_items(self, base_id: Any, item_ids: Any) -> None:
@@ -224,10 +224,9 @@ class ItemWorkflow(WorkflowParts):
             raise ValidationError.field("item_id", "only a top-level directory item can be watched")
         updated = await self.state.update_data(item.id, replace(item.data, watch=watch))
         if watch:
-            self.runtime.watcher.watch(base.id, item.id, item.data.path)
-            self.runtime.request_refresh(base.id, item.id)
+            await self.runtime.follow(base.id, item.id, item.data.path, refresh=True)
         else:
-            self.runtime.watcher.unwatch(item.id)
+            await self.runtime.unfollow(item.id)
         return updated
 
     async def _record_cleanup_failure(self, roots: Sequence[KnowledgeItem], exc: Exception) -> None:

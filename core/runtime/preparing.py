@@ -68,6 +68,14 @@ class ContainerPreparer:
             if self._claim(item.id):
                 await self._start_refresh(item.base_id, item.id)
 
+    async def follow(self, base_id: str, item_id: str, path: str) -> None:
+        """Watch one folder and refresh it once (a shared catalogue's follower taking it
+        over: following.py); the refresh is queued when this returns."""
+        self.runtime.watcher.watch(base_id, item_id, path)
+        self.runtime.recovery.forget_held(item_id)
+        if self._claim(item_id):
+            await self._start_refresh(base_id, item_id)
+
     def request_refresh(self, base_id: str, item_id: str) -> None:
         """Queue an incremental refresh of a folder item (the watcher's callback). While a
         recovery pass runs it is held and asked for again when the pass ends: a refresh
@@ -90,6 +98,11 @@ class ContainerPreparer:
 
     async def _start_refresh(self, base_id: str, item_id: str) -> None:
         try:
+            claims = self.runtime.claims
+            # shared: hold the folder first, so no other process's sweep takes it (and
+            # reconciles it instead of refreshing it) between the status and the task
+            if claims.shared and not await claims.claim([item_id], any_status=True):
+                return
             item = await self.runtime.items.get(item_id)
             # no interruption: the refresh leaves queued files alone and restarts running ones it must
             await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING)

@@ -45,6 +45,7 @@ from ktui.core.models import (
 from ktui.core.runtime.claims import NO_CLAIMS, WorkClaims
 from ktui.core.runtime.disk_space import SpaceGuard
 from ktui.core.runtime.events import EventBus
+from ktui.core.runtime.following import FolderFollowing, ProcessClaims
 from ktui.core.runtime.indexing import LeafIndexer, ocr_options_for
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.preparing import ContainerPreparer
@@ -82,6 +83,7 @@ class KnowledgeRuntimeService:
         embeddings: EmbeddingService,
         bus: EventBus,
         claims: WorkClaims = NO_CLAIMS,
+        process_claims: ProcessClaims | None = None,
     ):
         self.settings = settings
         self.bases = bases
@@ -92,6 +94,9 @@ class KnowledgeRuntimeService:
         self.bus = bus
         self.claims = claims  # who may run an item when several processes share the catalogue (claims.py)
         self._heartbeat: asyncio.Task[None] | None = None
+        # a shared catalogue's followed folders and imports in flight (following.py)
+        self.following = FolderFollowing(self, process_claims) if process_claims is not None else None
+        self._discard: Callable[[], Awaitable[None]] | None = None  # a shared catalogue's interrupted imports
         self._fetcher: Fetcher | None = None
         self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency)
         self.queue.on_change = self._queue_changed
@@ -146,16 +151,26 @@ class KnowledgeRuntimeService:
         imports, so recovery does not re-queue them); `recovery_gate` is awaited before
         each recovery batch (tests hold recovery at a chosen point). `watch=False`
         recovers without following the watched folders (a shared store: a folder is one
-        machine's path)."""
+        machine's path). On a shared catalogue with `process_claims`, `watch` follows the
+        folders this process may follow (following.py) instead, and `before_recovery`
+        runs again at every heartbeat of a recovering process (an import interrupted
+        elsewhere is discarded once its lease expires)."""
         self.queue.start()
         await self.space.start()
         await self.remove_stray_store_files()
         if before_recovery is not None:
             await before_recovery()
+        following = self.following
         if recover:
-            if watch:
+            then: Callable[[], Awaitable[None]] = _nothing
+            if following is not None:
+                following.enabled = watch
+                self._discard = before_recovery
+                then = self._adopt_folders
+            elif watch:
                 await self.preparer.watch_all()  # followed from now; their refreshes come after recovery
-            self.recovery.start(then=self.resume_watches if watch else _nothing, gate=recovery_gate)
+                then = self.resume_watches
+            self.recovery.start(then=then, gate=recovery_gate)
         if self.claims.shared:
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat(sweep=recover), name="ktui-claims")
 
@@ -172,20 +187,36 @@ class KnowledgeRuntimeService:
         while True:
             await asyncio.sleep(step)
             room = self.queue.pending_count + self.queue.running_count < self.settings.concurrency
-            if loop.time() - last < claims.heartbeat_every and not (sweep and room and self.queue.paused is None):
+            due = loop.time() - last >= claims.heartbeat_every
+            if not due and not (sweep and room and self.queue.paused is None):
                 continue
             try:
                 if sweep:
                     await self.recovery.run_pass()  # renews, then sweeps (Recovery._look)
                 else:
                     await claims.beat(0)  # renew only
-                last = loop.time()
+                if due:
+                    last = loop.time()
+                    await self.beat_process_leases()
             except asyncio.CancelledError:
                 raise
             except DiskFullError as exc:
                 self.pause_for_space(exc)
             except Exception as exc:  # the server is away: the next beat tries again
                 log.warning("could not renew this process's claims: %s", describe_error(exc))
+
+    async def beat_process_leases(self) -> None:
+        """At a heartbeat (not at the idle sweeps between): renew this process's import and
+        folder leases and follow what it may (following.py), then discard the imports
+        interrupted elsewhere whose lease expired (`before_recovery`, recovering processes)."""
+        if self.following is not None:
+            await self.following.beat()
+        if self._discard is not None:
+            await self._discard()
+
+    async def _adopt_folders(self) -> None:
+        if self.following is not None:
+            await self.following.adopt()
 
     async def remove_stray_store_files(self) -> list[str]:
         """Delete files under bases/ that belong to no base: what a base create or delete
@@ -205,6 +236,24 @@ class KnowledgeRuntimeService:
     async def resume_watches(self) -> None:
         """Watch every watched folder again, and refresh each once (preparing.py)."""
         await self.preparer.resume_watches()
+
+    async def follow(self, base_id: str, item_id: str, path: str, *, refresh: bool) -> None:
+        """Watch was turned on for a folder (added with watch, `set_watch`): follow it here
+        (and refresh it once with `refresh`); on a shared catalogue only where the rule of
+        following.py lets this process (else another one on the folder's machine does)."""
+        if self.following is not None:
+            await self.following.follow(base_id, item_id, path, refresh=refresh)
+            return
+        self.watcher.watch(base_id, item_id, path)
+        if refresh:
+            self.request_refresh(base_id, item_id)
+
+    async def unfollow(self, item_id: str) -> None:
+        """Watch was turned off for a folder: nobody follows it any more."""
+        if self.following is not None:
+            await self.following.forget(item_id)
+        else:
+            self.watcher.unwatch(item_id)
 
     def request_refresh(self, base_id: str, item_id: str) -> None:
         """Queue an incremental refresh of a folder item (the watcher's callback)."""

@@ -113,26 +113,6 @@ async def test_the_doctor_never_takes_another_processs_work_for_stuck_work(share
         await one.close()
 
 
-async def test_watching_folders_is_refused_on_a_shared_store(shared, tmp_path):
-    from ktui.core.errors import InvalidOperationError
-
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    (folder / "a.md").write_text("# A\n\nApples.\n", encoding="utf-8")
-    one = await KnowledgeService.open(settings=shared("one"))
-    try:
-        base = await one.create_base("Folders", FAKE_MODEL, None)
-        with pytest.raises(InvalidOperationError, match="not available on a shared PostgreSQL store"):
-            await one.add_items(base.id, [{"type": "directory", "data": {"path": str(folder), "watch": True}}])
-        assert (await one.list_items(base.id)).total == 0
-        (item,) = await one.add_items(base.id, [ItemInput("directory", {"path": str(folder)})])
-        with pytest.raises(InvalidOperationError, match="not available on a shared PostgreSQL store"):
-            await one.set_watch(base.id, item.id, True)
-        assert await one.wait_idle(timeout=60)
-    finally:
-        await one.close()
-
-
 async def test_export_from_sqlite_imports_into_postgresql_and_back(shared, tmp_path, server):
     folder = tmp_path / "folder"
     (folder / "sub").mkdir(parents=True)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from .leases import LEASE_MIGRATION
 from .notify import NOTIFY_MIGRATION
+from .process_leases import PROCESS_LEASE_MIGRATION
 
 _V1 = """
 CREATE TABLE knowledge_group (
@@ -159,6 +160,7 @@ PG_MIGRATIONS: Sequence[str] = (
     LEASE_MIGRATION,  # item_lease: only PostgreSQL has several indexers (leases.py)
     NOTIFY_MIGRATION,  # every item and base write notifies the other processes (notify.py)
     _V4_PARENT_LOOKUP,
+    PROCESS_LEASE_MIGRATION,  # import_lease, watch_lease: which process imports a base, follows a folder
 )
 """PG_MIGRATIONS[n] brings a schema from catalogue version n to n + 1. Append only."""
 

@@ -23,6 +23,7 @@ from ktui.core.catalogue import SyncConn, WriteGuard
 from ktui.core.errors import StoreError
 from ktui.core.models import Chunk
 
+from . import process_leases
 from .catalogue import PgSyncConn
 from .connection import Connections, scrub
 from .leases import ANY_STATUS, CLAIMABLE, SWEEP_LIMIT, Leases
@@ -100,8 +101,51 @@ class PgWorkClaims:
 
         return await self._run("renew claims", run)
 
+    # --- imports in flight and followed folders (process_leases.py; core/runtime/following.py)
+
+    @property
+    def host(self) -> str:
+        """This process's machine, as its owner id names it."""
+        return process_leases.host_of(self.leases.owner)
+
+    async def interrupted_imports(self) -> list[str]:
+        return await self._run("take over interrupted imports",
+                               lambda con: process_leases.take_interrupted_imports(con, self.leases))
+
+    async def give_back_imports(self, base_ids: Sequence[str]) -> None:
+        ids = list(base_ids)
+        await self._run("give back imports", lambda con: process_leases.give_back_imports(con, self.leases, ids))
+
+    async def renew_own(self) -> list[str]:
+        return await self._run("renew import and folder leases", lambda con: process_leases.renew(con, self.leases))
+
+    async def record_folders(self, item_ids: Sequence[str]) -> None:
+        ids = list(item_ids)
+        await self._run("record watched folders", lambda con: process_leases.record_host(con, ids, self.host))
+
+    async def forget_folders(self, item_ids: Sequence[str]) -> None:
+        ids = list(item_ids)
+        await self._run("forget watched folders", lambda con: process_leases.forget(con, ids))
+
+    async def take_folders(self, item_ids: Sequence[str]) -> list[str]:
+        ids = list(item_ids)
+        return await self._run("follow folders", lambda con: process_leases.take_folders(con, self.leases, ids))
+
+    async def release_folders(self, item_ids: Sequence[str] | None = None) -> None:
+        ids = None if item_ids is None else list(item_ids)
+        await self._run("release folders", lambda con: process_leases.release_folders(con, self.leases, ids))
+
+    async def followers(self, item_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+        ids = list(item_ids)
+        rows = await self._run("read folder followers", lambda con: process_leases.followers(con, self.leases, ids))
+        return {i: (f.host, f.owner) for i, f in rows.items()}
+
     async def close(self) -> None:
+        def release(con: psycopg.Connection[Any]) -> None:
+            self.leases.release(con)
+            process_leases.release_folders(con, self.leases)
+
         try:
-            await self._run("release claims", lambda con: self.leases.release(con))
+            await self._run("release claims", release)
         finally:
             self._pool.close()
