@@ -5,6 +5,8 @@ a launchd agent (examples in docs/cli.md). It holds the data directory like the
 TUI does: the runtime follows every directory item with watch on, refreshes each
 once at start (to pick up what changed while nothing watched) and then after
 every change, reading and embedding only what changed (the incremental refresh).
+On a shared PostgreSQL store it follows the folders this machine may follow and
+nobody else does (core/runtime/following.py), and says per folder who follows it.
 
 This module only reports: one line per change (a file indexed again, added,
 failed or removed) on stdout, with `--json` one JSON object per line. A refresh
@@ -34,6 +36,8 @@ from ktui.tui.cli_render import json_text
 from ktui.tui.cli_text import printable
 
 EXIT_OK, EXIT_FAILURE = 0, 1
+_TAIL = {"error": ": {}", "by": " by {}", "reason": " ({})"}  # how an extra field reads on a line
+FOLLOWERS_EVERY = 5.0  # seconds: on a shared store, how often who follows each folder is looked at again
 
 
 class ChangeLog:
@@ -50,6 +54,31 @@ class ChangeLog:
         # item id -> (error, size, mtime) of the failure last logged: every refresh reads
         # failed files again, and an unchanged file failing the same way is not a change
         self.failures: dict[str, tuple[str | None, int, int] | None] = {}
+        self.following: dict[str, tuple[str, str | None]] = {}  # root id -> the last followers line
+
+    async def followers(self) -> None:
+        """One line per folder whose follower changed: `watching` when this process follows
+        it; on a shared store `followed` by another process (its machine named), or
+        `waiting` when nobody may follow it here (another machine's, or missing here)."""
+        for root_id, who in (await self.ks.folder_followers(list(self.roots))).items():
+            if who.here:
+                line: tuple[str, str | None] = ("watching", None)
+            elif who.follower is not None:
+                line = ("followed", who.follower)
+            elif not who.mine:
+                line = ("waiting", f"the folder is {who.host}'s")
+            else:
+                line = ("waiting", "the folder is not on this machine")
+            if self.following.get(root_id) == line:
+                continue
+            self.following[root_id] = line
+            event, detail = line
+            if event == "followed":
+                self.emit(root_id, event, by=detail)
+            elif event == "waiting":
+                self.emit(root_id, event, reason=detail)
+            else:
+                self.emit(root_id, event)
 
     async def follow(self, root: KnowledgeItem, base_name: str) -> None:
         self.roots[root.id] = root
@@ -72,7 +101,7 @@ class ChangeLog:
             self.out.write(json_text(record) + "\n")
         else:
             what = f"{item.type.value} {item.source}" if item is not None else root.source
-            tail = "".join(f" {v}" if k != "error" else f": {v}" for k, v in extra.items())
+            tail = "".join(_TAIL.get(k, " {}").format(v) for k, v in extra.items())
             self.out.write(printable(f"{time.strftime('%H:%M:%S')}  {base}  {event:<8} {what}{tail}") + "\n")
         self.out.flush()
 
@@ -147,10 +176,6 @@ async def _watched_folders(ks: Any, bases: list[Any]) -> list[tuple[Any, Knowled
 async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
     from ktui.tui.cli_shared import all_bases, err, service
 
-    if settings.store.postgres:
-        err("ktui: error: watching folders is not available on a shared PostgreSQL store yet "
-            f"({settings.store.where}); reindex a folder to refresh it")
-        return EXIT_FAILURE
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     stopped_by: list[str] = []
@@ -174,15 +199,22 @@ async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
             log = ChangeLog(ks, as_json=args.json)
             for base, root in folders:
                 await log.follow(root, base.name)
-                log.emit(root.id, "watching")
+            shared = settings.store.postgres
+            if shared:  # which folders this process took is known once its first pass ended
+                await ks.wait_recovered()
+            await log.followers()
             waiter = asyncio.ensure_future(stop.wait())
             try:
                 while not stop.is_set():
                     batch = asyncio.ensure_future(sub.next_batch())
-                    await asyncio.wait({batch, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait({batch, waiter}, return_when=asyncio.FIRST_COMPLETED,
+                                       timeout=FOLLOWERS_EVERY if shared else None)
                     if not batch.done():
                         batch.cancel()
-                        break
+                        if stop.is_set():
+                            break
+                        await log.followers()  # a folder taken over here, or by another process
+                        continue
                     for event in batch.result():
                         await log.apply(event)
             finally:

@@ -61,8 +61,8 @@ def test_a_bad_store_url_is_refused_naming_the_option_and_never_the_password(tmp
     assert "--store" in proc.stderr and "postgresql://" in proc.stderr and SECRET not in proc.stderr
     proc = ktui("base", "list", rc=1, env=ktui.env(KTUI_STORE=f"postgresql://bob:{SECRET}@db:notaport/kb"))
     assert "KTUI_STORE" in proc.stderr and SECRET not in proc.stderr
-    proc = ktui("--store", f"postgresql://bob:{SECRET}@127.0.0.1:9/kb", "watch", rc=1)  # refused before connecting
-    assert "not available on a shared PostgreSQL store" in proc.stderr and "bob@127.0.0.1:9/kb" in proc.stderr
+    proc = ktui("--store", f"postgresql://bob:{SECRET}@127.0.0.1:9/kb", "watch", rc=1)  # nobody listens there
+    assert "bob@127.0.0.1:9/kb" in proc.stderr
     assert SECRET not in proc.stderr
 
 
@@ -112,3 +112,58 @@ def test_ktui_serve_streams_another_processs_indexing(tmp_path, server, store): 
     finally:
         proc.stop()
     assert SECRET not in "".join(proc.lines) + (proc.proc.stderr.read() if proc.proc.stderr else "")
+
+
+def test_ktui_watch_follows_a_folder_on_a_shared_store_and_stops_cleanly_on_sigterm(tmp_path, server, store):  # noqa: F811
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    import psycopg
+
+    from ktui.core.store.postgres.notify import new_origin
+    from tests.cli.test_cli_watch import LINE_TIMEOUT, Lines
+
+    url, schema = store
+    one = machine(tmp_path, "one", server.url, schema)
+    folder = one.work / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpacas\nAlpacas hum.\n", encoding="utf-8")
+    one("--store", url, "base", "create", "Notes")
+    one("--store", url, "add", "Notes", str(folder), "--watch", "--wait")  # a one-shot command follows nothing
+
+    def watch() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "ktui.tui.cli", "--store", url, "watch", "--json"],
+                                cwd=one.work, env=one.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    first = watch()
+    second = None
+    try:
+        lines = Lines(first)
+        started = json.loads(lines.until(lambda s: '"watching"' in s))
+        assert started["base"] == "Notes" and started["folder"] == str(folder)
+        (folder / "c.md").write_text("# Capybaras\nCapybaras swim in rivers.\n", encoding="utf-8")
+        added = json.loads(lines.until(lambda s: "c.md" in s))
+        assert (added["event"], added["type"], added["source"]) == ("indexed", "file", str(folder / "c.md"))
+        # a second watcher of this machine: the folder has its follower, and it says whose
+        second = watch()
+        other = json.loads(Lines(second).until(lambda s: '"followed"' in s))
+        assert other["by"] == new_origin().split(":")[0] and other["folder"] == str(folder)
+        for proc in (second, first):
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=LINE_TIMEOUT) == 0
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc in (first, second):
+        assert proc is not None and SECRET not in proc.stderr.read()
+    assert not [s for s in lines.seen if "a.md" in s]  # a.md was not read again
+    with psycopg.connect(store[0], autocommit=True) as con:  # a clean stop gave the folder back
+        rows = con.execute(f'SELECT host, owner FROM "{schema}".watch_lease').fetchall()
+    assert rows == [(new_origin().split(":")[0], None)]
+    items = one.json("--store", url, "items", "Notes", "--all")["items"]
+    assert sorted(i["name"] for i in items if i["type"] == "file") == ["a.md", "c.md"]
+    assert {i["status"] for i in items} == {"completed"}
