@@ -150,8 +150,7 @@ class KnowledgeRuntimeService:
         replay other work. `before_recovery` runs first (the facade discards interrupted
         imports, so recovery does not re-queue them); `recovery_gate` is awaited before
         each recovery batch (tests hold recovery at a chosen point). `watch=False`
-        recovers without following the watched folders (a shared store: a folder is one
-        machine's path). On a shared catalogue with `process_claims`, `watch` follows the
+        recovers without following the watched folders. On a shared catalogue with `process_claims`, `watch` follows the
         folders this process may follow (following.py) instead, and `before_recovery`
         runs again at every heartbeat of a recovering process (an import interrupted
         elsewhere is discarded once its lease expires)."""
