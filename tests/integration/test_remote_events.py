@@ -1,7 +1,7 @@
 """RemoteEvents (core/runtime/remote.py): another process's catalogue writes become this
 process's events — runs merged, changed items re-read by id (one query per batch), the item
 events of a base removed in the same batch dropped, a resync passed on. Rows live in a real
-catalogue; the payloads are those the PostgreSQL triggers send (tests/integration/test_pg_events.py
+catalogue; the payloads are those the PostgreSQL triggers send (tests/integration/test_pg_notify_triggers.py
 checks the triggers themselves)."""
 
 from __future__ import annotations
