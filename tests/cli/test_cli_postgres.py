@@ -167,3 +167,51 @@ def test_ktui_watch_follows_a_folder_on_a_shared_store_and_stops_cleanly_on_sigt
     items = one.json("--store", url, "items", "Notes", "--all")["items"]
     assert sorted(i["name"] for i in items if i["type"] == "file") == ["a.md", "c.md"]
     assert {i["status"] for i in items} == {"completed"}
+
+
+def test_a_killed_base_import_is_discarded_by_another_process_once_its_lease_expired(tmp_path, server, store):  # noqa: F811
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psycopg
+
+    from tests.integration.test_import_ledger import document
+
+    url, schema = store
+    one = machine(tmp_path, "one", server.url, schema)
+    one.config.write_text(one.config.read_text(encoding="utf-8") + "lease_ttl = 3\n", encoding="utf-8")  # [store]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(document("Big import", 20_000)), encoding="utf-8")
+    one("--store", url, "base", "create", "Kept")
+
+    def count(sql: str) -> int:
+        with psycopg.connect(store[0], autocommit=True) as con:
+            return int(con.execute(sql.replace("@s.", f'"{schema}".')).fetchone()[0])
+
+    proc = subprocess.Popen([sys.executable, "-m", "ktui.tui.cli", "--store", url, "base", "import", str(path)],
+                            cwd=one.work, env=one.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120  # only bounds a failure
+        while not count("SELECT count(*) FROM @s.knowledge_base WHERE name = 'Big import'"):
+            assert proc.poll() is None, "the import ended before it could be caught mid-way"
+            assert time.monotonic() < deadline, "the import never created its base"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert count("SELECT count(*) FROM @s.base_import WHERE state = 'importing'") == 1
+    assert count("SELECT count(*) FROM @s.import_lease") == 1  # written with the base: the killed importer's
+    # another process's open discards it once the lease expired (3 s): look again until it has
+    deadline = time.monotonic() + 120
+    while count("SELECT count(*) FROM @s.knowledge_base WHERE name = 'Big import'"):
+        assert time.monotonic() < deadline, "the interrupted import was never discarded"
+        one("--store", url, "wait")
+    assert count("SELECT count(*) FROM @s.base_import") == 0 and count("SELECT count(*) FROM @s.import_lease") == 0
+    assert count("SELECT count(*) FROM @s.knowledge_item") == 0
+    assert [b["name"] for b in one.json("--store", url, "base", "list")["bases"]] == ["Kept"]
+    assert count("SELECT count(*) FROM @s.ktui_chunk_store") == 1  # the discarded base's chunk table went too
