@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
@@ -54,14 +55,40 @@ Mode = Literal["default", "bm25", "hybrid"]
 ItemType = Literal["file", "url", "note", "directory", "sitemap"]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(value: T) -> T:
+    """`value` with every lone surrogate (a non-UTF-8 file name, through os.fsdecode) as
+    U+FFFD. The SDK serialises results with pydantic, which cannot write a surrogate at all
+    and failed the whole call; ids stay exact, so a follow-up call still finds the item."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {utf8_safe(k): utf8_safe(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [utf8_safe(v) for v in value]  # type: ignore[return-value]
+    return value
+
+
+def _needs_cleaning(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def tool_errors(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     """A user mistake or refusal becomes a tool error with the service's message; a bug
-    becomes one too (logged with its traceback on stderr), never a dead server."""
+    becomes one too (logged with its traceback on stderr), never a dead server. A result
+    is made writable as UTF-8 first (`utf8_safe`)."""
 
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
-            return await fn(*args, **kwargs)
+            result = await fn(*args, **kwargs)
+            return utf8_safe(result) if _needs_cleaning(result) else result
         except KnowledgeError as exc:
             raise ToolError(" ".join(str(exc).split()) or type(exc).__name__) from None
         except ToolError:

@@ -161,3 +161,29 @@ async def test_allow_writes_adds_and_reindexes(tmp_path, server):
     async with await KnowledgeService.open(settings=ws.settings(), read_only=True) as ks:
         assert (await ks.get_item(note_id)).status.value == "completed"
         assert (await ks.get_base(ids["other"])).id == ids["other"]
+
+
+@pytest.mark.slow
+async def test_a_hit_on_a_file_whose_name_is_not_utf8_is_a_result_not_a_tool_error(tmp_path, server):
+    """os.fsdecode gives the byte 0xff of a name a lone surrogate, which the SDK cannot
+    serialise: the result shows it as U+FFFD, and its ids still lead to the item."""
+    import os
+
+    ws = Workspace(tmp_path, server.url)
+    folder = ws.work / "bytes"
+    folder.mkdir(parents=True)
+    with open(os.path.join(os.fsencode(folder), b"bad-\xff name.md"), "wb") as handle:
+        handle.write(b"# Otters\nOtters hold hands while they sleep.\n")
+    async with await KnowledgeService.open(settings=ws.settings()) as ks:
+        base = await ks.create_base("Bytes")
+        await ks.add_items(base.id, [ItemInput("directory", {"path": str(folder)})])
+        assert await ks.wait_idle(timeout=60)
+
+    async with mcp_session(ws) as session:
+        found = ok(await session.call_tool("search", {"query": "otters hold hands", "mode": "bm25"}))
+        hit = found["results"][0]
+        assert hit["source"].endswith("bad-\ufffd name.md") and hit["text"].startswith("# Otters")
+        item = ok(await session.call_tool("get_item", {"item_id": hit["item_id"]}))
+        assert item["name"] == "bad-\ufffd name.md" and item["status"] == "completed"
+        listed = ok(await session.call_tool("list_items", {"base": "Bytes", "all_levels": True}))
+        assert "bad-\ufffd name.md" in {i["name"] for i in listed["items"]}
