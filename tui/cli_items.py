@@ -4,6 +4,8 @@ what a search finds in them."""
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -42,6 +44,23 @@ from ktui.tui.cli_window import window_advice, window_overflow_json
 # --- items ----------------------------------------------------------------
 
 
+def _missing(path: Path, source: str) -> str:
+    """Why a path that is neither a file nor a folder cannot be added: a link that leads
+    nowhere is named as such, not as a path that "does not exist" (the user sees it in ls)."""
+    if path.is_symlink():
+        try:
+            path.stat()
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return f"is a symbolic link loop (it leads back to itself): {source}"
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"is a broken symbolic link (its target {target} does not exist): {source}"
+    return f"does not exist: {source} (neither a file, a directory nor an http(s) URL)"
+
+
 def _inputs(args: argparse.Namespace) -> list[ItemInput]:
     inputs: list[ItemInput] = []
     for source in args.sources:
@@ -65,7 +84,7 @@ def _inputs(args: argparse.Namespace) -> list[ItemInput]:
         elif exists:
             inputs.append(ItemInput("file", {"path": str(path)}))
         else:
-            raise ValidationError.field("path", f"does not exist: {source} (neither a file, a directory nor an http(s) URL)")
+            raise ValidationError.field("path", _missing(path, source))
     if args.watch and not any(i.type == "directory" for i in inputs):
         raise UsageError("--watch applies to directories only")
     for note in args.note:

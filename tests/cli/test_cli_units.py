@@ -88,6 +88,12 @@ def test_sources_are_detected(tmp_path, monkeypatch):
     assert _inputs(parse("add", "B", "http://e.org/s.xml", "--sitemap"))[0].type == "sitemap"
     with pytest.raises(ValidationError, match="does not exist: nope"):
         _inputs(parse("add", "B", "nope"))
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(ValidationError, match=r"^path: is a symbolic link loop \(it leads back to itself\): loop$"):
+        _inputs(parse("add", "B", "loop"))
+    (tmp_path / "dangling.md").symlink_to("/no/such/target.md")
+    with pytest.raises(ValidationError, match=r"is a broken symbolic link \(its target /no/such/target.md does not exist\): dangling.md$"):
+        _inputs(parse("add", "B", "dangling.md"))
     with pytest.raises(ValidationError, match="is not a directory"):
         _inputs(parse("add", "B", "f.txt", "--dir"))
     for argv, message in [
