@@ -51,10 +51,11 @@ _COLUMNS = sql.SQL("id, item_id, chunk_index, text, metadata")
 class PgTuning:
     """When a base gets its HNSW index and how it is searched (see docs/postgres.md)."""
 
-    # chunks; below this an exact scan answers fast enough. Measured (2 busy cores, 384 dims,
-    # tests/benchmarks/test_bench_postgres.py): exact 3 ms at 5k rows, 18 ms at 10k, 21-28 ms
-    # at 20k, 57-71 ms at 50k, 153-168 ms at 100k; HNSW at 100k 2.6-13 ms (k = 10), 8.5-20 ms
-    # (k = 200) depending on how busy the machine was.
+    # chunks; below this an exact scan answers fast enough. Measured with an index built and
+    # dropped at each size (2 busy cores, tests/benchmarks/test_bench_postgres.py, p50): at
+    # k = 200, the pool every hybrid search asks for, HNSW first beats the exact scan at 10k
+    # rows (384 dims: 8.0 vs 12.6 ms; 768: 18.5 vs 20.4 ms) and not at 5k (4.8 vs 2.6; 7.5 vs
+    # 5.1); at k = 10 from 5k. From 50k on the exact scan is 2-10x slower (1M x 384: 0.8 s).
     hnsw_from: int = 10_000
     ef_search: int = 100  # at least this, and at least k
     hnsw_m: int = 16
