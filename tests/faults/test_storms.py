@@ -75,6 +75,13 @@ def recorded(what: str, kind: type[BaseException] = AssertionError) -> Iterator[
         raise
 
 
+def pick(data, options: list):
+    """One of ``options`` by a drawn index: the draw's bounds never depend on the list, whose
+    length can depend on timing (a delete that raced a folder refresh keeps its roots), and
+    hypothesis refuses a sequence whose draws change shape between runs ("Flaky")."""
+    return options[data.draw(st.integers(0, 1_000_000)) % len(options)]
+
+
 class StormMachine(RuleBasedStateMachine):
     server_url = ""
 
@@ -131,7 +138,7 @@ class StormMachine(RuleBasedStateMachine):
     @rule(data=st.data(), n=st.integers(1, 4))
     def add_notes(self, data, n: int) -> None:
         COUNTS["steps"] += 1
-        base_id = data.draw(st.sampled_from(sorted(self.roots)))
+        base_id = pick(data, sorted(self.roots))
         markers = [f"nt{next(_serial)}x" for _ in range(n)]
         inputs = [ItemInput("note", {"content": f"{m} " + " ".join(data.draw(
             st.lists(st.sampled_from(WORDS), min_size=1, max_size=30)))}) for m in markers]
@@ -143,7 +150,7 @@ class StormMachine(RuleBasedStateMachine):
     @rule(data=st.data(), files=st.integers(1, 5), nested=st.booleans(), as_folder=st.booleans())
     def add_files(self, data, files: int, nested: bool, as_folder: bool) -> None:
         COUNTS["steps"] += 1
-        base_id = data.draw(st.sampled_from(sorted(self.roots)))
+        base_id = pick(data, sorted(self.roots))
         folder = self.tmp / "src" / f"folder{next(_serial)}"
         paths = []
         for i in range(files):
@@ -165,10 +172,10 @@ class StormMachine(RuleBasedStateMachine):
     def edit_a_file_on_disk(self, data) -> None:
         """Change a source file (what the next incremental reindex must pick up)."""
         COUNTS["steps"] += 1
-        folder = data.draw(st.sampled_from(self.folders))
+        folder = pick(data, self.folders)
         files = sorted(folder.rglob("*.md"))
         if files:
-            data.draw(st.sampled_from(files)).write_text("# Edited\n\n" + " ".join(data.draw(
+            pick(data, files).write_text("# Edited\n\n" + " ".join(data.draw(
                 st.lists(st.sampled_from(WORDS), min_size=1, max_size=20))) + "\n")
 
     def _pick_items(self, data, base_id: str) -> list:
@@ -178,11 +185,11 @@ class StormMachine(RuleBasedStateMachine):
         items = sorted(self.all_items(base_id), key=lambda i: (i.created_at, i.id))
         return list({items[p % len(items)].id: items[p % len(items)] for p in picks}.values()) if items else []
 
-    @precondition(lambda self: any(self.roots.values()))
+    @precondition(lambda self: self.roots)  # not "a base with roots": that depends on timing
     @rule(data=st.data())
     def delete_items(self, data) -> None:
         COUNTS["steps"] += 1
-        base_id = data.draw(st.sampled_from(sorted(b for b, r in self.roots.items() if r)))
+        base_id = pick(data, sorted(self.roots))
         chosen = self._pick_items(data, base_id)
         if not chosen:
             return
@@ -193,11 +200,11 @@ class StormMachine(RuleBasedStateMachine):
             return
         self.roots[base_id] -= {i.id for i in chosen}
 
-    @precondition(lambda self: any(self.roots.values()))
+    @precondition(lambda self: self.roots)  # not "a base with roots": that depends on timing
     @rule(data=st.data(), force=st.booleans())
     def reindex_items(self, data, force: bool) -> None:
         COUNTS["steps"] += 1
-        base_id = data.draw(st.sampled_from(sorted(b for b, r in self.roots.items() if r)))
+        base_id = pick(data, sorted(self.roots))
         chosen = self._pick_items(data, base_id)
         if not chosen:
             return
@@ -212,7 +219,7 @@ class StormMachine(RuleBasedStateMachine):
     def search(self, data, query: list[str], top_k: int) -> None:
         COUNTS["steps"] += 1
         COUNTS["searches"] += 1
-        base_id = data.draw(st.sampled_from(sorted(self.roots)))
+        base_id = pick(data, sorted(self.roots))
         response = self.call(self.ks.search(base_id, " ".join(query), top_k=top_k), "search")
         assert not response.degraded, response.reason
         assert len(response.results) <= top_k
@@ -221,7 +228,7 @@ class StormMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def delete_base(self, data) -> None:
         COUNTS["steps"] += 1
-        base_id = data.draw(st.sampled_from(sorted(self.roots)))
+        base_id = pick(data, sorted(self.roots))
         self.call(self.ks.delete_base(base_id), "delete_base")
         del self.roots[base_id]
         self.last_note.pop(base_id, None)
