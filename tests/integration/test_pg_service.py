@@ -163,3 +163,19 @@ async def test_progress_crosses_processes_but_never_after_the_item_finished(shar
     finally:
         await two.close()
         await one.close()
+
+
+async def test_items_that_are_not_a_list_are_a_validation_error_on_a_shared_store(shared):
+    """The shared store's refusal of watched folders looked into the items before their
+    validation did: add_items(base, None) was a TypeError (found by the facade fuzz)."""
+    from ktui.core.errors import ValidationError
+
+    ks = await KnowledgeService.open(settings=shared("one"))
+    try:
+        base = await ks.create_base("Fuzzed", dimensions=32)
+        for items in (None, 5, 2.5):
+            with pytest.raises(ValidationError):
+                await ks.add_items(base.id, items)  # type: ignore[arg-type]
+        assert (await ks.list_items(base.id)).total == 0
+    finally:
+        await ks.close()
