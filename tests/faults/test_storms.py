@@ -15,8 +15,13 @@ At `settle` steps (and at the end): wait_idle, then every item is terminal and
 `completed`, the roots are exactly the ones the model expects (nothing lost,
 nothing resurrected), and the newest note is found by search.
 
-KTUI_FAULT_STORMS sets the number of sequences (default 25), KTUI_FAULT_STEPS the
-steps per sequence (default 50).
+The storm runs on both backends (tests/support/facades.py): on SQLite, and on a shared
+PostgreSQL store (each sequence in a fresh schema of the session's server). On PostgreSQL
+the catalogue is a server's, so the sequences are fewer (each costs a schema and its
+migrations, and every call a round trip).
+
+KTUI_FAULT_STORMS sets the number of sequences (default 25; on PostgreSQL
+KTUI_FAULT_PG_STORMS, default 5), KTUI_FAULT_STEPS the steps per sequence (default 50).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import Phase, settings
@@ -47,12 +53,14 @@ from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
 from ktui.core.service import KnowledgeService
 from tests.faults.support.loop_thread import LoopThread
 from tests.support.embedding_server import start_embedding_server
+from tests.support.facades import BACKENDS
 from tests.support.services import fake_settings
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 DIMS = 16
 SEQUENCES = int(os.environ.get("KTUI_FAULT_STORMS", "25"))
+PG_SEQUENCES = int(os.environ.get("KTUI_FAULT_PG_STORMS", "5"))
 STEPS = int(os.environ.get("KTUI_FAULT_STEPS", "50"))
 CALL_TIMEOUT = 30.0
 WORDS = ["kite", "wind", "string", "harbour", "storm", "reel", "glide", "spar", "sail", "tail"]
@@ -84,16 +92,22 @@ def pick(data, options: list):
 
 class StormMachine(RuleBasedStateMachine):
     server_url = ""
+    postgres: Any = None  # the session's PostgreSQL server (tests/support/postgres.py), or None: SQLite
 
     def __init__(self) -> None:
         super().__init__()
         COUNTS["sequences"] += 1
         self.tmp = Path(tempfile.mkdtemp(prefix="ktui-storm-"))
+        self.stack = ExitStack()
+        self.overrides: dict[str, Any] = {}
+        self.schema = ""
+        if self.postgres is not None:
+            from ktui.core.config import StoreSettings
+
+            self.schema = self.stack.enter_context(self.postgres.schema())
+            self.overrides = {"store": StoreSettings(url=self.postgres.url, schema=self.schema)}
         self.loop = LoopThread()
-        self.ks: KnowledgeService = self.call(
-            KnowledgeService.open(settings=fake_settings(self.tmp / "data", self.server_url, concurrency=3)),
-            "open",
-        )
+        self.ks: KnowledgeService = self.call(KnowledgeService.open(settings=self.settings()), "open")
         self.roots: dict[str, set[str]] = {}  # base id -> root item ids we expect to exist
         self.folders: list[Path] = []
         self.last_note: dict[str, tuple[str, str]] = {}  # base id -> (item id, marker)
@@ -101,6 +115,9 @@ class StormMachine(RuleBasedStateMachine):
         self.since_restart = 0
 
     # --- plumbing ------------------------------------------------------------
+
+    def settings(self):
+        return fake_settings(self.tmp / "data", self.server_url, concurrency=3, **self.overrides)
 
     def call(self, coro, what: str, timeout: float = CALL_TIMEOUT):
         with recorded(what, Exception):
@@ -121,6 +138,22 @@ class StormMachine(RuleBasedStateMachine):
         finally:
             self.loop.close()
             shutil.rmtree(self.tmp, ignore_errors=True)
+            self.stack.close()  # drops the PostgreSQL schema
+
+    def store_left_behind(self, base_id: str) -> list[str]:
+        """What of a deleted base's store still exists: its files, or its registry row and table."""
+        if self.postgres is None:
+            return [str(p) for p in (self.tmp / "data" / "bases").glob(f"{base_id}.*")]
+        import psycopg
+        from psycopg import sql
+
+        from ktui.core.store.postgres.schema import REGISTRY
+
+        with psycopg.connect(self.postgres.url, autocommit=True) as con:
+            rows = con.execute(
+                sql.SQL("SELECT chunk_table FROM {}.{} WHERE base_id = %s").format(
+                    sql.Identifier(self.schema), sql.Identifier(REGISTRY)), (base_id,)).fetchall()
+        return [f"registry row of table {r[0]}" for r in rows]
 
     # --- rules -----------------------------------------------------------------
 
@@ -232,7 +265,7 @@ class StormMachine(RuleBasedStateMachine):
         self.call(self.ks.delete_base(base_id), "delete_base")
         del self.roots[base_id]
         self.last_note.pop(base_id, None)
-        assert not list((self.tmp / "data" / "bases").glob(f"{base_id}.*")), "store files left behind"
+        assert self.store_left_behind(base_id) == [], "store left behind"
 
     @precondition(lambda self: self.roots and self.since_restart >= 8)
     @rule()
@@ -242,10 +275,7 @@ class StormMachine(RuleBasedStateMachine):
         COUNTS["steps"] += 1
         COUNTS["restarts"] += 1
         self.call(self.ks.close(), "close")
-        self.ks = self.call(
-            KnowledgeService.open(settings=fake_settings(self.tmp / "data", self.server_url, concurrency=3)),
-            "reopen",
-        )
+        self.ks = self.call(KnowledgeService.open(settings=self.settings()), "reopen")
         self.since_restart = 0
 
     @precondition(lambda self: self.since_settle >= 6)
@@ -290,14 +320,19 @@ class StormMachine(RuleBasedStateMachine):
             self.check_settled()
 
 
-def test_operation_storms_keep_invariants_and_never_hang() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_operation_storms_keep_invariants_and_never_hang(backend: str, request: pytest.FixtureRequest) -> None:
+    sequences = SEQUENCES if backend == "sqlite" else PG_SEQUENCES
+    COUNTS.update(dict.fromkeys(COUNTS, 0))
+    FIRST_ERRORS.clear()
     server = start_embedding_server(DIMS)
     StormMachine.server_url = server.url
+    StormMachine.postgres = request.getfixturevalue("postgres_server") if backend == "postgres" else None
     try:
         try:
             run_state_machine_as_test(
                 StormMachine,
-                settings=settings(max_examples=SEQUENCES, stateful_step_count=STEPS, deadline=None,
+                settings=settings(max_examples=sequences, stateful_step_count=STEPS, deadline=None,
                                   derandomize=os.environ.get("KTUI_FAULT_RANDOM") is None, database=None,
                                   phases=(Phase.explicit, Phase.generate)),  # shrinking a race only confuses
             )
@@ -307,8 +342,8 @@ def test_operation_storms_keep_invariants_and_never_hang() -> None:
             raise
     finally:
         server.stop()
-    print(f"\nstorms: {COUNTS['sequences']} sequences, {COUNTS['steps']} steps "
+    print(f"\nstorms on {backend}: {COUNTS['sequences']} sequences, {COUNTS['steps']} steps "
           f"({COUNTS['searches']} searches, {COUNTS['settles']} settles, "
           f"{COUNTS['restarts']} restarts mid-work, "
           f"{COUNTS['not_found_races']} delete/reindex raced a folder refresh)")
-    assert COUNTS["sequences"] >= min(SEQUENCES, 2)
+    assert COUNTS["sequences"] >= min(sequences, 2)
