@@ -8,13 +8,18 @@ accepted is indexed to a terminal state without leaving anything `processing`.
 One service on one background loop serves all examples (tests/faults/support/
 loop_thread.py), so each example costs a call, not a service start. Payloads that
 would reach the network only ever name 127.0.0.1 ports that refuse connections.
-KTUI_FAULT_FUZZ scales the number of examples per test (default 700).
+KTUI_FAULT_FUZZ scales the number of examples per test (default 700). Every test runs on
+both backends: on SQLite, and on a shared PostgreSQL store (a schema of the session's
+server; KTUI_FAULT_PG_FUZZ examples, default 150, since each call costs round trips).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -30,17 +35,21 @@ from tests.support.services import fake_settings
 pytestmark = pytest.mark.faults
 
 EXAMPLES = int(os.environ.get("KTUI_FAULT_FUZZ", "700"))
+PG_EXAMPLES = int(os.environ.get("KTUI_FAULT_PG_FUZZ", "150"))
 DIMS = 16
-TRIED: dict[str, int] = {}
 fuzz = settings(max_examples=EXAMPLES, deadline=None, database=None)
+pg_fuzz = settings(max_examples=PG_EXAMPLES, deadline=None, database=None)  # each call: round trips to a server
 
 
 class Env:
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, store: Any = None):
         self.tmp = tmp
+        self.tried: dict[str, int] = {}
         self.server = start_embedding_server(DIMS)
         self.loop = LoopThread()
-        self.ks: KnowledgeService = self.run(KnowledgeService.open(settings=fake_settings(tmp / "data", self.server.url)))
+        overrides = {} if store is None else {"store": store}
+        self.ks: KnowledgeService = self.run(KnowledgeService.open(
+            settings=fake_settings(tmp / "data", self.server.url, **overrides)))
         self.base = self.run(self.ks.create_base("Fuzz", dimensions=DIMS))
         (tmp / "docs").mkdir()
         (tmp / "docs" / "a.md").write_text("# A\n\nKites fly in steady wind.\n")
@@ -67,7 +76,7 @@ class Env:
 
     def call(self, what: str, make_coro):
         """Run one fuzzed call: a result, or a KnowledgeError with the catalogue unchanged."""
-        TRIED[what] = TRIED.get(what, 0) + 1
+        self.tried[what] = self.tried.get(what, 0) + 1
         before = self.snapshot()
         try:
             return self.run(make_coro())
@@ -90,13 +99,34 @@ class Env:
             self.server.stop()
 
 
+@contextmanager
+def opened_env(request, tmp_path_factory, backend: str) -> Iterator[Env]:
+    with ExitStack() as stack:
+        store = None
+        if backend == "postgres":
+            from ktui.core.config import StoreSettings
+
+            server = request.getfixturevalue("postgres_server")
+            store = StoreSettings(url=server.url, schema=stack.enter_context(server.schema()))
+        e = Env(tmp_path_factory.mktemp("hostile-facade"), store)
+        yield e
+        e.close()
+    print(f"\nfacade fuzz inputs tried on {backend}: " + ", ".join(f"{k} {v}" for k, v in sorted(e.tried.items()))
+          + f" = {sum(e.tried.values())}")
+
+
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    e = Env(tmp_path_factory.mktemp("hostile-facade"))
-    yield e
-    e.close()
-    print("\nfacade fuzz inputs tried: " + ", ".join(f"{k} {v}" for k, v in sorted(TRIED.items()))
-          + f" = {sum(TRIED.values())}")
+def env(request, tmp_path_factory):
+    """One service on SQLite for every example of the module."""
+    with opened_env(request, tmp_path_factory, "sqlite") as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def pg_env(request, tmp_path_factory):
+    """The same on a shared PostgreSQL store (a schema of the session's server)."""
+    with opened_env(request, tmp_path_factory, "postgres") as e:
+        yield e
 
 
 # --- strategies -----------------------------------------------------------------
@@ -158,9 +188,7 @@ ids = st.one_of(json_leaf, st.text(max_size=40), st.lists(st.text(max_size=10), 
 
 # --- tests ----------------------------------------------------------------------
 
-@fuzz
-@given(data=st.data())
-def test_fuzzed_item_payloads(env, data) -> None:
+def fuzzed_item_payloads(env, data) -> None:
     items = data.draw(payload(env.tmp))
     base_id = data.draw(st.one_of(st.just(env.base.id), ids))
     result = env.call("add_items", lambda: env.ks.add_items(base_id, items))
@@ -168,11 +196,12 @@ def test_fuzzed_item_payloads(env, data) -> None:
         env.call("delete_items", lambda: env.ks.delete_items(env.base.id, [i.id for i in result]))
 
 
-@fuzz
-@given(query=st.one_of(hostile_text, json_leaf, st.lists(st.text(max_size=5), max_size=3)),
-       top_k=st.one_of(st.none(), st.integers(-5, 200), json_leaf),
-       mode=st.one_of(st.none(), st.sampled_from(["default", "bm25", "hybrid", "vector", ""]), json_leaf))
-def test_fuzzed_queries(env, query, top_k, mode) -> None:
+queries = dict(query=st.one_of(hostile_text, json_leaf, st.lists(st.text(max_size=5), max_size=3)),
+               top_k=st.one_of(st.none(), st.integers(-5, 200), json_leaf),
+               mode=st.one_of(st.none(), st.sampled_from(["default", "bm25", "hybrid", "vector", ""]), json_leaf))
+
+
+def fuzzed_queries(env, query, top_k, mode) -> None:
     result = env.call("search", lambda: env.ks.search(env.base.id, query, top_k, mode=mode))
     if not isinstance(result, KnowledgeError):
         assert not result.degraded, result.reason
@@ -180,9 +209,7 @@ def test_fuzzed_queries(env, query, top_k, mode) -> None:
         assert all(r.rank == n for n, r in enumerate(result.results, start=1))
 
 
-@fuzz
-@given(data=st.data())
-def test_fuzzed_base_and_item_calls(env, data) -> None:
+def fuzzed_base_and_item_calls(env, data) -> None:
     base_id = data.draw(st.one_of(st.just(env.base.id), ids))
     op = data.draw(st.sampled_from(["create", "update", "list", "get", "delete_items", "reindex", "restore",
                                     "delete_base", "chunks", "similar"]))
@@ -229,3 +256,41 @@ def test_fuzzed_base_and_item_calls(env, data) -> None:
             env.call("list_item_chunks", lambda: env.ks.list_item_chunks(base_id, item_ids))
         case "similar":
             env.call("similar_items", lambda: env.ks.similar_items(base_id, item_ids, data.draw(json_leaf)))
+
+
+# each body on both backends; fewer examples on PostgreSQL
+
+@fuzz
+@given(data=st.data())
+def test_fuzzed_item_payloads(env, data) -> None:
+    fuzzed_item_payloads(env, data)
+
+
+@pg_fuzz
+@given(data=st.data())
+def test_fuzzed_item_payloads_on_postgres(pg_env, data) -> None:
+    fuzzed_item_payloads(pg_env, data)
+
+
+@fuzz
+@given(**queries)
+def test_fuzzed_queries(env, query, top_k, mode) -> None:
+    fuzzed_queries(env, query, top_k, mode)
+
+
+@pg_fuzz
+@given(**queries)
+def test_fuzzed_queries_on_postgres(pg_env, query, top_k, mode) -> None:
+    fuzzed_queries(pg_env, query, top_k, mode)
+
+
+@fuzz
+@given(data=st.data())
+def test_fuzzed_base_and_item_calls(env, data) -> None:
+    fuzzed_base_and_item_calls(env, data)
+
+
+@pg_fuzz
+@given(data=st.data())
+def test_fuzzed_base_and_item_calls_on_postgres(pg_env, data) -> None:
+    fuzzed_base_and_item_calls(pg_env, data)
