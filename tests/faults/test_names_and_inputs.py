@@ -1,11 +1,13 @@
 """Names and inputs: base names unique ignoring case, restore picks a free name;
-dangerous directory items (system roots, the home folder) are refused."""
+dangerous directory items (system roots, the home folder) are refused. The facade's
+cases run on both backends (tests/support/facades.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.support.embedding_server import embedding_server_fixture
+from tests.support.facades import BACKENDS, backend_overrides
 from tests.support.services import open_service
 
 pytestmark = pytest.mark.faults
@@ -14,10 +16,16 @@ DIMS = 16
 server = embedding_server_fixture(DIMS)
 
 
-async def test_base_names_are_unique_ignoring_case_and_restore_picks_a_free_name(tmp_path, server):
+@pytest.fixture(params=BACKENDS)
+def store(request):
+    """The settings overrides of the backend the test runs on."""
+    return backend_overrides(request.param, request)
+
+
+async def test_base_names_are_unique_ignoring_case_and_restore_picks_a_free_name(tmp_path, server, store):
     from ktui.core.errors import ValidationError
 
-    async with open_service(tmp_path / "d", server.url) as ks:
+    async with open_service(tmp_path / "d", server.url, **store) as ks:
         first = await ks.create_base("My notes")
         for taken in ("My notes", "MY NOTES", "my notes "):
             with pytest.raises(ValidationError, match="a base named 'My notes' already exists"):
@@ -33,7 +41,7 @@ async def test_base_names_are_unique_ignoring_case_and_restore_picks_a_free_name
         assert (await ks.resolve_base("my notes")).id == first.id
 
 
-async def test_system_roots_and_the_home_folder_are_refused_as_folder_items(tmp_path, server, monkeypatch):
+async def test_system_roots_and_the_home_folder_are_refused_as_folder_items(tmp_path, server, monkeypatch, store):
     from ktui.core.errors import ValidationError
     from ktui.core.models import ItemInput
 
@@ -41,7 +49,7 @@ async def test_system_roots_and_the_home_folder_are_refused_as_folder_items(tmp_
     (home / "notes").mkdir(parents=True)
     (home / "notes" / "a.md").write_text("Kestrels hover over fields.", encoding="utf-8")
     monkeypatch.setenv("HOME", str(home))
-    async with open_service(tmp_path / "d", server.url) as ks:
+    async with open_service(tmp_path / "d", server.url, **store) as ks:
         base = await ks.create_base("B")
         for path, why in (("/", "the root of a file system"), ("/usr", "a system folder"),
                           ("/etc/", "a system folder"), (str(home), "your home folder itself"),

@@ -4,7 +4,8 @@ the wrong width, or disappears in the middle of a batch and comes back.
 For each fault: the affected items end `failed` with a message that names the fault,
 nothing stays `processing`, invariants hold, searches answer from keywords
 (`degraded=True`) instead of failing, and after recovery `reindex_items` completes
-everything. Real HTTP on 127.0.0.1 throughout (tests/support/embedding_server.py).
+everything. Real HTTP on 127.0.0.1 throughout (tests/support/embedding_server.py). Every
+case runs on both backends (SQLite, and a shared PostgreSQL store: tests/support/facades.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ktui.core.config import EmbeddingSettings
 from ktui.core.models import ANY_GROUP, ItemChanged, ItemInput, ItemPhase, ItemStatus
 from tests.faults.support.servers import start_on_port
 from tests.support.embedding_server import start_embedding_server
+from tests.support.facades import BACKENDS, backend_overrides
 from tests.support.services import open_service
 
 pytestmark = pytest.mark.faults
@@ -92,12 +94,15 @@ FAULTS = {
 }
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fault", list(FAULTS))
-async def test_provider_fault_fails_items_degrades_search_and_reindex_recovers(tmp_path: Path, fault: str) -> None:
+async def test_provider_fault_fails_items_degrades_search_and_reindex_recovers(
+        tmp_path: Path, fault: str, backend: str, request) -> None:
     inject, overrides, words = FAULTS[fault]
     server = start_embedding_server(DIMS)
     try:
-        async with open_service(tmp_path / "data", server.url, max_retries=1, **overrides) as ks:
+        async with open_service(tmp_path / "data", server.url, max_retries=1, **overrides,
+                                **backend_overrides(backend, request)) as ks:
             base = await ks.create_base("Faults", dimensions=DIMS)
             healthy = await ks.add_items(base.id, notes("healthy", 3))
             await assert_settled(ks, base.id)
@@ -114,10 +119,12 @@ async def test_provider_fault_fails_items_degrades_search_and_reindex_recovers(t
         server.stop()
 
 
-async def test_server_disappears_mid_batch_and_comes_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_server_disappears_mid_batch_and_comes_back(tmp_path: Path, backend: str, request) -> None:
     server = start_embedding_server(DIMS)
     port = server.port
-    settings = {"max_retries": 1, "timeout": 5.0, "embeddings": EmbeddingSettings(batch_size=2)}
+    settings = {"max_retries": 1, "timeout": 5.0, "embeddings": EmbeddingSettings(batch_size=2),
+                **backend_overrides(backend, request)}
     try:
         async with open_service(tmp_path / "data", server.url, **settings) as ks:
             base = await ks.create_base("Vanishing", dimensions=DIMS, chunk_size=32, chunk_overlap=4)
