@@ -18,12 +18,22 @@ from ktui.core.errors import StoreDamagedError
 from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
 from tests.cli.test_cli import Ktui, one_error_line
 from tests.support.embedding_server import embedding_server_fixture
+from tests.support.facades import backend_fixture
 from tests.support.services import open_service, write_files
 
 pytestmark = pytest.mark.faults
 
 DIMS = 32
 server = embedding_server_fixture(DIMS, scope="module")
+# Damage to a store's files is SQLite's: a PostgreSQL store is a table of a server that
+# keeps its own files; the overlapping deletes run on both backends.
+backend = backend_fixture(__name__, {
+    "test_a_damaged_store_is_set_aside_shown_as_needing_a_rebuild_and_rebuilt": "damages the SQLite file",
+    "test_a_garbage_vector_sidecar_is_rebuilt_from_the_rows": "the vector sidecar is SQLite's (PostgreSQL: pgvector)",
+    "test_leftovers_of_an_interrupted_base_delete_are_removed_at_the_next_open":
+        "leftover files; on PostgreSQL a base's table and registry row go in one transaction",
+    "test_damage_and_doctor_as_the_user_sees_it": "damages SQLite files",
+})
 
 
 async def _two_bases(data, url):

@@ -3,7 +3,8 @@
 Each case goes through the facade with real files and a real HTTP server on
 127.0.0.1, and ends with the same checks: the queue drains, nothing is left
 `processing`, the invariants hold, and a failed item says what was wrong with
-which source (never "Unexpected error").
+which source (never "Unexpected error"). Every case but the damaged SQLite file runs on
+both backends (tests/support/facades.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from ktui.core.errors import StoreError
 from ktui.core.models import ANY_GROUP, ItemInput, ItemStatus
 from tests.support.embedding_server import embedding_server_fixture
+from tests.support.facades import backend_fixture
 from tests.support.httpserver import Response, routes, serve
 from tests.support.services import open_service
 
@@ -28,6 +30,10 @@ PAGE = "<html><head><title>{t}</title></head><body><article><h1>{t}</h1><p>{t} e
 
 
 server = embedding_server_fixture(DIMS)
+backend = backend_fixture(__name__, {
+    "test_corrupted_store_is_reported_and_rebuilt_and_other_bases_are_unaffected":
+        "overwrites pages of a base's SQLite file",
+})
 
 
 async def settle(ks, base_id) -> dict[str, object]:

@@ -19,3 +19,32 @@ def backend_overrides(kind: str, request: Any) -> dict[str, Any]:
 
     server = request.getfixturevalue("postgres_server")
     return {"store": StoreSettings(url=server.url, schema=request.getfixturevalue("pg_schema"))}
+
+
+def backend_fixture(module: str, sqlite_only: dict[str, str] | None = None) -> Any:
+    """An autouse fixture for a test module that opens services with `open_service`: every
+    test runs on both backends (the module's `open_service` opens the parameter's), except
+    the tests named in ``sqlite_only``, skipped on PostgreSQL with the reason given there.
+    Use: ``backend = backend_fixture(__name__, {...})``."""
+    import sys
+
+    import pytest
+
+    from tests.support import services
+
+    skip = sqlite_only or {}
+
+    @pytest.fixture(autouse=True, params=BACKENDS)
+    def backend(request: Any, monkeypatch: Any) -> str:
+        if request.param == "postgres" and request.node.originalname in skip:
+            pytest.skip(skip[request.node.originalname])
+        overrides = backend_overrides(request.param, request)
+        original = services.open_service
+
+        def opened(data_dir: Any, server_url: str, **kw: Any) -> Any:
+            return original(data_dir, server_url, **overrides, **kw)
+
+        monkeypatch.setattr(sys.modules[module], "open_service", opened)
+        return str(request.param)
+
+    return backend
