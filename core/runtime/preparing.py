@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -155,12 +154,11 @@ class ContainerPreparer:
                 item.data.path, self.runtime.settings.ingest, images=ocr_options_for(self.runtime.settings, base).enabled
             )
         except IngestError:
-            # the folder vanished or holds nothing indexable: none of its old files may stay searchable
+            # the folder vanished or holds nothing indexable: none of its old files may stay
+            # searchable. A watched one stays watched: the watcher refreshes it once it is back.
             if existing:
                 token.check()
                 await self._remove_children(base, existing, [c for c in existing if c.group_id == item.id])
-            if not os.path.isdir(item.data.path):
-                self.runtime.watcher.unwatch(item.id)
             raise
         token.check()
         signature = chunking_signature(base.chunk_size, base.chunk_overlap)

@@ -108,7 +108,8 @@ class KnowledgeRuntimeService:
         self.indexer = LeafIndexer(self)
         self.preparer = ContainerPreparer(self)
         self.space = SpaceGuard(self.queue, settings.data_dir, self.recover)
-        self.watcher = FolderWatcher(self.request_refresh)
+        # a missing folder stays watched (looked for again) unless following.py re-adopts it
+        self.watcher = FolderWatcher(self.request_refresh, retry_missing=self.following is None)
         self.parse_pool = ParsePool(settings.ingest.parse_workers, settings.ingest.parse_timeout,
                                     settings.ingest.parse_memory_mb)
         self.read_ahead = ReadAhead(

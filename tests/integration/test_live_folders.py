@@ -158,7 +158,7 @@ async def items_of_all(ks, base_id):
         page += 1
 
 
-async def test_watched_folder_deleted_fails_the_item_and_stops_the_watch(tmp_path, server, folder):
+async def test_watched_folder_deleted_fails_the_item_and_stays_watched(tmp_path, server, folder):
     async with open_service(tmp_path / "data", server.url) as ks:
         base = await ks.create_base("Notes")
         (root,) = await ks.add_items(base.id, [ItemInput("directory", {"path": str(folder), "watch": True})])
@@ -173,11 +173,59 @@ async def test_watched_folder_deleted_fails_the_item_and_stops_the_watch(tmp_pat
         await eventually(failed)
         item = await ks.get_item(root.id)
         assert "Directory not found" in item.error
-        assert not ks._runtime.watcher.watching(root.id)
+        assert ks._runtime.watcher.watching(root.id)  # still watched: looked for again
+        assert (await ks.get_item(root.id)).data.watch
         assert await sources_found(ks, base.id, "aardvarks") == set()  # its files left the index
         assert (await ks.get_item(note.id)).status == ItemStatus.COMPLETED
         assert (await ks.search(base.id, "owls")).results
         assert await ks.check_invariants() == []
+
+
+async def test_watched_folder_moved_away_and_back_is_refreshed_and_watched_again(tmp_path, server, folder):
+    """QA: `mv notes x; mv x notes` then a new file: it must be indexed without a restart."""
+    async with open_service(tmp_path / "data", server.url) as ks:
+        base = await ks.create_base("Notes")
+        (root,) = await ks.add_items(base.id, [ItemInput("directory", {"path": str(folder), "watch": True})])
+        assert await ks.wait_idle(timeout=10)
+        away = tmp_path / "notes-moved"
+        folder.rename(away)
+
+        async def failed():
+            await ks.wait_idle(timeout=10)
+            return (await ks.get_item(root.id)).status == ItemStatus.FAILED
+
+        await eventually(failed)
+        assert ks._runtime.watcher.watching(root.id)
+        away.rename(folder)
+        await eventually(lambda: _found_exactly(ks, base.id, "aardvarks", {str(folder / "a.md")}))
+        (folder / "d.md").write_text("# Delta\n\nDolphins sleep with one eye open.\n")
+        await eventually(lambda: _found_exactly(ks, base.id, "dolphins", {str(folder / "d.md")}))
+        assert (await ks.get_item(root.id)).status == ItemStatus.COMPLETED
+        assert await ks.check_invariants() == []
+
+
+async def test_watched_folder_moved_away_and_back_at_once_keeps_being_watched(tmp_path, server, folder):
+    """The QA repro's fast case: moved back before the watcher looks (the old watch would
+    follow the moved directory); a file created afterwards is indexed."""
+    async with open_service(tmp_path / "data", server.url) as ks:
+        base = await ks.create_base("Notes")
+        (root,) = await ks.add_items(base.id, [ItemInput("directory", {"path": str(folder), "watch": True})])
+        assert await ks.wait_idle(timeout=10)
+        away = tmp_path / "notes-moved"
+        folder.rename(away)
+        away.rename(folder)
+        (folder / "d.md").write_text("# Delta\n\nDolphins sleep with one eye open.\n")
+        await eventually(lambda: _found_exactly(ks, base.id, "dolphins", {str(folder / "d.md")}))
+
+        async def settled():
+            await ks.wait_idle(timeout=10)
+            return (await ks.get_item(root.id)).status == ItemStatus.COMPLETED
+
+        await eventually(settled)
+        (folder / "e.md").write_text("# Epsilon\n\nEchidnas lay eggs.\n")
+        await eventually(lambda: _found_exactly(ks, base.id, "echidnas", {str(folder / "e.md")}))
+        assert await sources_found(ks, base.id, "aardvarks") == {str(folder / "a.md")}
+        assert ks._runtime.watcher.watching(root.id)
 
 
 async def test_watches_resume_and_catch_up_after_a_restart(tmp_path, server, folder):
