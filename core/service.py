@@ -217,7 +217,8 @@ class KnowledgeService:
         service = cls(settings, db, read_only=read_only, stores=stores, claims=claims, process_claims=claims)
         try:
             if not read_only:
-                remote = service._remote = RemoteEvents(db, service._bus)
+                remote = service._remote = RemoteEvents(db, service._bus,
+                                                         on_payloads=service._runtime.remote_interrupts.feed)
                 remote.start()
                 loop = asyncio.get_running_loop()
 

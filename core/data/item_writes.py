@@ -164,11 +164,12 @@ class ItemWrites(KnowledgeItemService):
         return await self._db.run_in_transaction(guarded)
 
     async def set_states(
-        self, entries: Sequence[tuple[str, ItemStatus, ItemPhase | None]]
+        self, entries: Sequence[tuple[str, ItemStatus, ItemPhase | None]], *, guard: WriteGuard | None = None
     ) -> list[KnowledgeItem]:
         """Write several items' (status, phase) in one transaction, reconciling their
         ancestors: the runtime's group commit of the phase changes of concurrent tasks.
-        Returns every changed item once (its latest state)."""
+        Returns every changed item once (its latest state). With `guard`
+        (core/catalogue.py), only the items it allows are written."""
         groups: dict[tuple[ItemStatus, ItemPhase | None], list[str]] = {}
         for item_id, status, phase in entries:
             key = (require_status(status), require_phase(phase))
@@ -176,8 +177,12 @@ class ItemWrites(KnowledgeItemService):
 
         def run(conn: SyncConn) -> list[KnowledgeItem]:
             changed: dict[str, KnowledgeItem] = {}
+            allowed = set(guard(conn, [e[0] for e in entries])) if guard is not None else None
             for (status, phase), ids in groups.items():
-                for item in _write_status(conn, list(dict.fromkeys(ids)), status, phase, None, None):
+                todo = [i for i in dict.fromkeys(ids) if allowed is None or i in allowed]
+                if not todo:
+                    continue
+                for item in _write_status(conn, todo, status, phase, None, None):
                     changed[item.id] = item
             return list(changed.values())
 

@@ -34,6 +34,7 @@ from ktui.core.models import (
 )
 from ktui.core.orchestration.common import WorkflowParts, source_key
 from ktui.core.runtime.queue import InterruptReason
+from ktui.core.runtime.remote_interrupts import taking_over
 from ktui.core.runtime.service import describe_error
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,12 @@ class ItemWorkflow(WorkflowParts):
         base = await self.bases.get(base_id)
         roots = await self.items.collapse_to_roots(base.id, item_ids)
         descendants = await self.runtime.interrupt_tree(roots, InterruptReason.DELETE)
+        # shared catalogue: their claims first, so no other process writes for them from here on
+        async with taking_over(self.runtime, [i.id for i in [*roots, *descendants]]):
+            await self._delete_tree(base, roots, descendants)
+
+    async def _delete_tree(self, base: KnowledgeBase, roots: list[KnowledgeItem],
+                           descendants: list[KnowledgeItem]) -> None:
         # Vectors go before rows; a crash in between must not leave the items `completed`
         # with no chunks. Marked unfinished first (published like every write: a
         # subscriber sees `processing`, then the removal); after a crash, recovery
@@ -181,7 +188,13 @@ class ItemWorkflow(WorkflowParts):
         if fresh_store:
             # the damaged store was set aside: no item of the base has vectors any more
             roots = await self.items.list_all(base.id, roots_only=True)
-        await self.runtime.interrupt_tree(roots, InterruptReason.REINDEX)
+        descendants = await self.runtime.interrupt_tree(roots, InterruptReason.REINDEX)
+        # shared catalogue: their claims first, so no other process writes for them from here on
+        async with taking_over(self.runtime, [i.id for i in [*roots, *descendants]]):
+            return await self._reset(base, roots, force=force, fresh_store=fresh_store)
+
+    async def _reset(self, base: KnowledgeBase, roots: list[KnowledgeItem], *, force: bool,
+                     fresh_store: bool) -> list[KnowledgeItem]:
         rebuilt = [r for r in roots if force or r.type != ItemType.DIRECTORY]
         # Mark what is rebuilt as unfinished BEFORE its vectors and children go: a crash
         # in between must leave it for recovery to redo, not `completed` with nothing in

@@ -1,4 +1,4 @@
-"""Work claims: which process may run an item's task, when several share one catalogue.
+r"""Work claims: which process may run an item's task, when several share one catalogue.
 
 On SQLite one process holds the data directory and its queue is the only queue, so
 every claim is granted and costs nothing (:data:`NO_CLAIMS`: ``shared`` is False and
@@ -17,6 +17,12 @@ the runtime skips every call). On PostgreSQL every process may index
   given back in that same transaction) and the write leaves out the others, whose
   claim was lost to another process (nothing written twice); a completion's guard
   (``completing``) writes the held leaves' chunks in that transaction too;
+* guards every phase write of a leaf with ``holding`` (the items still held, locked
+  until the write commits, claims kept): a process that lost an item writes nothing
+  more for it, and its task ends quietly;
+* ``seize``\ s the items a delete or a reindex resets, from whoever holds them: the
+  other process's completion and phase writes are refused from then on, and it hears
+  that its task for them must stop (core/runtime/remote_interrupts.py);
 * gives its claims back when it closes, leaving its unfinished items `processing` for
   the others instead of failing them "interrupted by shutdown".
 
@@ -61,6 +67,11 @@ class WorkClaims(Protocol):
         """For a completion or failure write: (connection, ids) -> the ids still held."""
         ...
 
+    @property
+    def holding(self) -> WriteGuard | None:
+        """For a phase write: (connection, ids) -> the ids still held, claims kept."""
+        ...
+
     def completing(self, store: ChunkStore, entries: Sequence[ChunkEntry]) -> WriteGuard | None:
         """The guard of a group of leaves' completion that also writes their chunks, in the
         same transaction and only for the leaves still held: an item's chunks, its
@@ -77,6 +88,16 @@ class WorkClaims(Protocol):
 
     async def release(self, item_ids: Sequence[str]) -> None:
         """Give these claims back without completing (a task that ended otherwise)."""
+        ...
+
+    async def seize(self, item_ids: Sequence[str]) -> list[str]:
+        """Take these items' claims whoever holds them (a delete or reindex of them starts):
+        the holder's later writes for them are refused and it is told to stop its task.
+        Returns the items that exist."""
+        ...
+
+    async def held(self, item_ids: Sequence[str]) -> list[str]:
+        """Which of these items this process still holds."""
         ...
 
     async def beat(self, limit: int) -> list[str]:
@@ -96,6 +117,7 @@ class NoClaims:
     heartbeat_every = 0.0
     idle_sweep_every = 0.0
     guard: WriteGuard | None = None
+    holding: WriteGuard | None = None
 
     def completing(self, store: ChunkStore, entries: Sequence[ChunkEntry]) -> WriteGuard | None:
         return None
@@ -105,6 +127,12 @@ class NoClaims:
 
     async def release(self, item_ids: Sequence[str]) -> None:
         return None
+
+    async def seize(self, item_ids: Sequence[str]) -> list[str]:
+        return list(item_ids)
+
+    async def held(self, item_ids: Sequence[str]) -> list[str]:
+        return list(item_ids)
 
     async def beat(self, limit: int) -> list[str]:
         return []

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ktui.core.catalogue import SyncConn
 from ktui.core.config import Settings
 from ktui.core.embeddings.profiles import with_window_overflow
 from ktui.core.errors import IngestError, TaskInterrupted
@@ -67,7 +68,9 @@ class LeafIndexer:
         if self.group_phase_writes:
             await self.phase_writes.submit(write)
         else:
-            await self._commit_phases([write])
+            refused = await self._commit_phases([write])
+            if refused and refused[0] is not None:
+                raise refused[0]
 
     async def run(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
         writes = BackgroundWrite()
@@ -189,15 +192,34 @@ class LeafIndexer:
                            for w, r in zip(batch, refused, strict=True)]
         return refused
 
-    async def _commit_phases(self, batch: list[PhaseWrite]) -> None:
-        """The phase changes of leaves that moved on together, in one catalogue transaction."""
+    async def _commit_phases(self, batch: list[PhaseWrite]) -> list[Exception | None] | None:
+        """The phase changes of leaves that moved on together, in one catalogue transaction.
+
+        On a shared catalogue only for the leaves this process still holds (checked and
+        locked in that transaction, like a completion): a leaf another process took over
+        or reset is left as that one wrote it, and its task ends quietly here."""
         given = {w.item.id: w.progress for w in batch}
+        claims = self.runtime.claims
+        allowed: set[str] = set()
+        guard = None
+        if claims.shared and claims.holding is not None:
+            holding = claims.holding
+
+            def guard(conn: SyncConn, ids: list[str]) -> list[str]:
+                held = holding(conn, ids)
+                allowed.update(held)
+                return held
+
         await self.runtime.state.set_states(
             [(w.item.id, ItemStatus.PROCESSING, w.phase) for w in batch],
             # read once the commit lands: the latest embedding progress, not 0, so a bar
             # does not jump back when the commit lands late
             progress=lambda item_id: self._embed_progress.get(item_id, given.get(item_id)),
+            guard=guard,
         )
+        if guard is None:
+            return None
+        return [None if w.item.id in allowed else TaskInterrupted("claimed by another process") for w in batch]
 
     async def embed_ahead(self, base: KnowledgeBase, texts: list[str]) -> None:
         """Vectors of a file read ahead, into the cache (see read_ahead.py)."""

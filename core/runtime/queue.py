@@ -36,6 +36,7 @@ class InterruptReason(StrEnum):
     REINDEX = "reindex"
     SHUTDOWN = "shutdown"
     BASE_DELETE = "base-delete"
+    TAKEN_OVER = "takeover"  # another process holds the item now (remote_interrupts.py)
 
 
 @dataclass

@@ -11,6 +11,8 @@ published for the same writes, and publishes them on the process's EventBus:
 * items removed (``ir``) -> ``ItemsRemoved`` per base, runs merged;
 * a base changed / removed (``bc`` / ``br``) -> ``BaseChanged`` / ``BaseRemoved`` (the
   item events of a base removed in the same batch are dropped: its rows cascaded);
+* an item's claim taken by a reset there (``ls``): no event; like every batch it goes
+  to ``on_payloads`` first (the runtime's RemoteInterrupts: its task here stops);
 * a running item's progress (``ip``, not written: the writer's `ProgressRelay`) ->
   ``ItemChanged`` with the fraction, dropped when the item's latest re-read state is
   terminal or it was removed (progress travels apart from the writes, so it may arrive
@@ -25,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ktui.core.models import (
@@ -55,9 +57,11 @@ class Reader(Protocol):
 class RemoteEvents:
     """See the module docstring. `feed` and `resync` are called on the event loop."""
 
-    def __init__(self, db: Reader, bus: EventBus) -> None:
+    def __init__(self, db: Reader, bus: EventBus,
+                 on_payloads: Callable[[list[Payload]], None] | None = None) -> None:
         self._db = db
         self._bus = bus
+        self._on_payloads = on_payloads  # the runtime's RemoteInterrupts.feed: stops tasks of reset items
         self._queue: asyncio.Queue[list[Payload] | Resync] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._finished: OrderedDict[str, None] = OrderedDict()  # terminal or removed, most recent last
@@ -96,6 +100,11 @@ class RemoteEvents:
                     self._bus.publish(entry)
                 else:
                     payloads.extend(entry)
+            if payloads and self._on_payloads is not None:
+                try:
+                    self._on_payloads(payloads)  # before the re-reads: a reset item's task stops at once
+                except Exception:
+                    log.exception("could not interrupt work another process reset")
             if payloads:
                 try:
                     await self._apply(payloads)

@@ -52,6 +52,7 @@ from ktui.core.runtime.preparing import ContainerPreparer
 from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
 from ktui.core.runtime.read_ahead import ReadAhead
 from ktui.core.runtime.recovery import DISK_FULL_PREFIX, SHUTDOWN_MESSAGE, Gate, Recovery, describe_error
+from ktui.core.runtime.remote_interrupts import RemoteInterrupts
 from ktui.core.runtime.stats import QueueFigures
 from ktui.core.runtime.status import StateWriter
 from ktui.core.runtime.watcher import FolderWatcher
@@ -107,6 +108,7 @@ class KnowledgeRuntimeService:
         self._closed = False
         self.indexer = LeafIndexer(self)
         self.preparer = ContainerPreparer(self)
+        self.remote_interrupts = RemoteInterrupts(self)  # fed another process's resets (shared catalogue)
         self.space = SpaceGuard(self.queue, settings.data_dir, self.recover)
         # a missing folder stays watched (looked for again) unless following.py re-adopts it
         self.watcher = FolderWatcher(self.request_refresh, retry_missing=self.following is None)
@@ -292,6 +294,7 @@ class KnowledgeRuntimeService:
                     await self.state.set_status_many([i.id for i in existing], ItemStatus.FAILED, None, SHUTDOWN_MESSAGE)
                 except DiskFullError as exc:  # left `processing`: the next open re-queues them anyway
                     log.warning("could not mark unfinished work at shutdown: %s", exc)
+        await self.remote_interrupts.close()
         self.figures.cancel()
         if self._fetcher is not None:
             await self._fetcher.aclose()

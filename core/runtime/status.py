@@ -116,11 +116,13 @@ class StateWriter:
         self,
         entries: Sequence[tuple[str, ItemStatus, ItemPhase | None]],
         progress: Callable[[str], float | None] | None = None,
+        *,
+        guard: WriteGuard | None = None,
     ) -> list[KnowledgeItem]:
         """Several items' (status, phase) in one transaction (the phase group commit);
         `progress(item_id)`, asked once the transaction has committed, is carried on
-        their events."""
-        changed = await self._items.set_states(entries)
+        their events. `guard` may leave items out (not written, no event)."""
+        changed = await self._items.set_states(entries, guard=guard)
         self._publish(changed, progress)
         return changed
 

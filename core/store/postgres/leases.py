@@ -55,6 +55,8 @@ from typing import Any, Generic, NewType, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
+from .notify import ORIGIN_SETTING
+
 T = TypeVar("T")
 
 LeaseOwner = NewType("LeaseOwner", str)
@@ -121,6 +123,24 @@ _LOCK_ITEMS = "SELECT id FROM knowledge_item WHERE id = ANY(%(ids)s) ORDER BY id
 _TAKE_BACK = f"DELETE FROM {LEASE_TABLE} WHERE owner = %(owner)s AND item_id = ANY(%(ids)s) RETURNING item_id"
 _HELD = f"""SELECT item_id FROM {LEASE_TABLE} WHERE owner = %(owner)s AND item_id = ANY(%(ids)s)
  ORDER BY item_id FOR UPDATE"""
+# A reset (delete, reindex) takes its items' leases from whoever holds them, waiting for a
+# completion in flight (items locked first, in id order, as everywhere), and tells the other
+# processes which items it took (kind ``ls``), so a task running there for them stops.
+_SEIZE = f"""
+WITH seized AS (
+    INSERT INTO {LEASE_TABLE} (item_id, owner, expires_at)
+    SELECT k.id, %(owner)s, {_NOW} + %(ttl)s
+      FROM knowledge_item k
+     WHERE k.id = ANY(%(ids)s)
+     ORDER BY k.id
+       FOR NO KEY UPDATE OF k
+    ON CONFLICT (item_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+    RETURNING item_id
+)
+SELECT s.item_id, CASE WHEN %(channel)s::text IS NULL THEN NULL ELSE pg_notify(%(channel)s::text, json_build_object(
+           'o', current_setting('{ORIGIN_SETTING}', true), 'k', 'ls', 'b', k.base_id, 'i', s.item_id)::text) END
+  FROM seized s JOIN knowledge_item k ON k.id = s.item_id"""
+_HELD_NOW = f"SELECT item_id FROM {LEASE_TABLE} WHERE owner = %(owner)s AND item_id = ANY(%(ids)s)"
 _HOLDERS = f"SELECT item_id, owner, expires_at FROM {LEASE_TABLE} WHERE item_id = ANY(%(ids)s)"
 
 
@@ -273,6 +293,25 @@ class Leases:
         params = self._params(ids=ids)
         con.execute(_LOCK_ITEMS, params)  # items before leases, the order every operation locks in
         return [r[0] for r in con.execute(_HELD, params).fetchall()]
+
+    def seize(self, con: psycopg.Connection[Any], item_ids: Sequence[str], *, channel: str | None = None) -> list[str]:
+        """Take these items' leases whoever holds them, whatever their status (a delete or a
+        reindex of them starts here): another owner's completion or phase write is refused
+        from now on, and no sweep takes them while this owner lives. With `channel`, a
+        ``ls`` notification per item tells the other processes to stop their task for it
+        (core/runtime/remote_interrupts.py). Returns the items that exist, sorted."""
+        ids = sorted(set(item_ids))
+        if not ids:
+            return []
+        rows = self._retrying(con, _SEIZE, self._params(ids=ids, channel=channel)).fetchall()
+        return sorted(r[0] for r in rows)
+
+    def held(self, con: psycopg.Connection[Any], item_ids: Sequence[str]) -> list[str]:
+        """Which of these items this owner holds (expired or not: nobody took it over), no lock."""
+        ids = list(dict.fromkeys(item_ids))
+        if not ids:
+            return []
+        return sorted(r[0] for r in con.execute(_HELD_NOW, self._params(ids=ids)))
 
     def holders(self, con: psycopg.Connection[Any], item_ids: Sequence[str]) -> dict[str, Holder]:
         """Who holds these items' leases (diagnostics, tests): item id -> holder."""

@@ -27,6 +27,7 @@ from . import process_leases
 from .catalogue import PgSyncConn
 from .connection import Connections, scrub
 from .leases import ANY_STATUS, CLAIMABLE, SWEEP_LIMIT, Leases
+from .notify import channel_for
 
 T = TypeVar("T")
 
@@ -45,6 +46,7 @@ class PgWorkClaims:
         self.idle_sweep_every = idle_sweep_every
         self._pool = Connections(url, schema, pool_size)
         self._where = f"PostgreSQL catalogue {self._pool.where} (schema {schema})"
+        self._channel = channel_for(schema)
 
     @property
     def heartbeat_every(self) -> float:
@@ -58,6 +60,17 @@ class PgWorkClaims:
         if not isinstance(conn, PgSyncConn):
             raise TypeError("PostgreSQL work claims guard writes of a PostgreSQL catalogue only")
         return self.leases.take_back(conn.raw, item_ids)
+
+    @property
+    def holding(self) -> Callable[[SyncConn, list[str]], list[str]]:
+        return self._holding
+
+    def _holding(self, conn: SyncConn, item_ids: list[str]) -> list[str]:
+        """A phase write's guard: the items still held, locked until the write commits (no
+        takeover in between), their leases kept."""
+        if not isinstance(conn, PgSyncConn):
+            raise TypeError("PostgreSQL work claims guard writes of a PostgreSQL catalogue only")
+        return self.leases.lock_held(conn.raw, item_ids)
 
     def completing(self, store: Any, entries: Sequence[tuple[str, Sequence[Chunk], np.ndarray]]) -> WriteGuard:
         """Take the leases back, then write the held leaves' chunks into the same
@@ -93,6 +106,16 @@ class PgWorkClaims:
         ids = list(item_ids)
         if ids:
             await self._run("release items", lambda con: self.leases.release(con, ids))
+
+    async def seize(self, item_ids: Sequence[str]) -> list[str]:
+        ids = list(item_ids)
+        if not ids:
+            return []
+        return await self._run("take items over", lambda con: self.leases.seize(con, ids, channel=self._channel))
+
+    async def held(self, item_ids: Sequence[str]) -> list[str]:
+        ids = list(item_ids)
+        return await self._run("look up claims", lambda con: self.leases.held(con, ids)) if ids else []
 
     async def beat(self, limit: int) -> list[str]:
         def run(con: psycopg.Connection[Any]) -> list[str]:
