@@ -8,84 +8,18 @@ test holds (no test waits on wall time)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import pytest
 
 pytest.importorskip("psycopg")
 
-from ktui.core.data.base_service import KnowledgeBaseService  # noqa: E402
-from ktui.core.data.item_service import KnowledgeItemService  # noqa: E402
-from ktui.core.data.validation import ValidItem  # noqa: E402
-from ktui.core.embeddings import EmbeddingService  # noqa: E402
-from ktui.core.models import ItemStatus, ItemType, NoteItemData  # noqa: E402
-from ktui.core.runtime.events import EventBus  # noqa: E402
-from ktui.core.runtime.service import KnowledgeRuntimeService  # noqa: E402
-from ktui.core.runtime.status import StateWriter  # noqa: E402
+from ktui.core.models import ItemStatus  # noqa: E402
 from ktui.core.store.postgres import PgStoreManager  # noqa: E402
-from ktui.core.store.postgres.catalogue import PgDatabase  # noqa: E402
-from ktui.core.store.postgres.leases import LeaseOwner, Leases  # noqa: E402
-from ktui.core.store.postgres.work_claims import PgWorkClaims  # noqa: E402
 from tests.support.embedding_server import embedding_server_fixture  # noqa: E402
+from tests.support.pg_runtimes import TTL, FakeClock, make_notes, runtime_on, statuses  # noqa: E402
 from tests.support.services import FAKE_MODEL, fake_settings  # noqa: E402
 
-TTL = 30.0
 server = embedding_server_fixture(64)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Runtime:
-    runtime: KnowledgeRuntimeService
-    state: StateWriter
-    claims: PgWorkClaims
-
-
-@asynccontextmanager
-async def runtime_on(url: str, schema: str, data_dir, server_url: str, name: str, clock: FakeClock,
-                     concurrency: int = 2) -> AsyncIterator[Runtime]:
-    """A runtime wired as the facade wires one, on the PostgreSQL catalogue and chunks."""
-    settings = fake_settings(data_dir, server_url, concurrency=concurrency)
-    db = await PgDatabase.open(url, schema=schema)
-    stores = PgStoreManager(url, schema=schema)
-    bus = EventBus()
-    state = StateWriter(db, bus)
-    # heartbeats only when the test asks (recover()): the fake clock alone decides expiry
-    claims = PgWorkClaims(url, schema, leases=Leases(LeaseOwner(name), ttl=TTL, clock=clock),
-                          heartbeat_every=3600, idle_sweep_every=3600)
-    runtime = KnowledgeRuntimeService(
-        settings=settings, bases=KnowledgeBaseService(db), items=KnowledgeItemService(db), state=state,
-        stores=stores, embeddings=EmbeddingService(settings), bus=bus, claims=claims,
-    )
-    await runtime.start(recover=False)
-    try:
-        yield Runtime(runtime, state, claims)
-    finally:
-        await runtime.close()
-        stores.close_all()
-        await db.close()
-
-
-async def make_notes(r: Runtime, url: str, schema: str, n: int) -> tuple[str, list[str]]:
-    base = await r.state.create_base(name="shared", embedding_model_id=FAKE_MODEL, dimensions=64)
-    PgStoreManager(url, schema=schema).create(base.id, 64)
-    notes = [ValidItem(ItemType.NOTE, NoteItemData(content=f"note number {k} about lease {k}", source=f"note-{k}"))
-             for k in range(n)]
-    items = await r.state.create_roots(base.id, notes)
-    return base.id, [i.id for i in items]
-
-
-async def statuses(r: Runtime, ids: list[str]) -> dict[str, ItemStatus]:
-    return {i.id: i.status for i in await r.runtime.items.get_many(ids)}
 
 
 async def test_two_runtimes_share_one_queue_and_index_every_item_once(postgres_server, pg_schema, tmp_path, server):
