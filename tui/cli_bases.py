@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -207,14 +208,14 @@ async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         dump({**report.to_dict(), "wait": wait_json(outcome)})
     else:
-        _print_import(report)
+        _print_import(report, args.file)
         if queued and outcome is None:
             not_waited_hint(args)
     failed = not report.ok or (outcome is not None and not outcome.ok)
     return EXIT_FAILURE if failed else EXIT_OK
 
 
-def _print_import(report: Any) -> None:
+def _print_import(report: Any, file: str) -> None:
     kind = "ktui export" if report.format == "ktui-export" else "desktop-client backup"
     say(f"imported from a {kind}: {len(report.bases)} base(s)")
     for b in report.bases:
@@ -226,6 +227,7 @@ def _print_import(report: Any) -> None:
             say(f"  {b.name}  {b.base_id}: ready ({b.embedding_model_id}), {b.kept} item(s) queued{skipped}")
         elif b.status == "duplicate":
             say(f"  {b.name}: not imported again: {b.reason}")
+            say(f"    a second copy: ktui base import {shlex.quote(file)} --again")
         elif b.status == "failed":
             say(f"  {b.name}  {b.base_id}: FAILED missing_embedding_model ({b.reason}); "
                   f"{b.kept} item(s) kept as data{skipped}")

@@ -124,8 +124,9 @@ class Importer:
                 if base is not None:
                     report.status = "duplicate"
                     report.base_id = base.id
-                    report.reason = (f"already imported as base '{base.name}' ({base.id}); "
-                                     "import again with --again (again=True) to make a copy")
+                    # front-end neutral: the CLI/TUI/MCP say how to ask for a second copy
+                    report.reason = (f"already imported as base '{base.name}' ({base.id}) "
+                                     "(import it again to make a second copy)")
                     return
         plan.fingerprint = digest
         config = dict(plan.config)

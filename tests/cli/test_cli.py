@@ -237,6 +237,10 @@ def test_export_import_restore(ktui):
     # Import of the original document (model available) with --wait, read from stdin.
     again = other.json("base", "import", "-", "--wait", stdin=out.read_text(encoding="utf-8"))
     assert again["ok"] and again["bases"][0]["status"] == "completed" and again["wait"]["completed"] == 2
+    # the same document once more: a duplicate, and the CLI (not the facade) says how to copy it
+    twice = other("base", "import", str(out)).stdout
+    assert "not imported again: already imported as base 'Zoo" in twice
+    assert f"a second copy: ktui base import {out} --again" in twice and "again=True" not in twice
 
 
 def test_legacy_backup_import(ktui):

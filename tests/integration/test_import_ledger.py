@@ -88,6 +88,9 @@ async def test_the_same_document_twice_makes_one_base_unless_a_copy_is_asked_for
         (second,) = again.bases
         assert again.ok and second.status == "duplicate" and second.base_id == first.base_id
         assert "already imported as base 'Field notes'" in (second.reason or "")
+        # the facade's words speak neither CLI nor Python: each front end adds its own hint
+        assert "import it again to make a second copy" in second.reason
+        assert "--again" not in second.reason and "again=True" not in second.reason
         assert [b.name for b in (await ks.list_bases(limit=100)).items] == ["Field notes"]
         copy = (await ks.import_bases(doc, again=True)).bases[0]
         assert copy.status == "completed" and (await ks.get_base(copy.base_id)).name == "Field notes (2)"
