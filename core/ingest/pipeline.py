@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, replace
 
 from ktui.core.config import IngestSettings
-from ktui.core.errors import IngestError
+from ktui.core.errors import IngestError, KnowledgeError
 from ktui.core.ingest.chunking import chunk_documents
 from ktui.core.ingest.ocr.options import OcrOptions, ProgressFn
 from ktui.core.ingest.ocr.pages import OcrContext
@@ -89,3 +89,38 @@ def read_and_chunk_file(
         return chunks, replace(data, ocr=summary)
     fingerprint = Fingerprint(st.st_size, st.st_mtime_ns, sha256)
     return chunks, replace(with_fingerprint(data, fingerprint, chunking_signature(chunk_size, chunk_overlap)), ocr=summary)
+
+
+FileOutcome = tuple[str, object, object]
+"""One file of `read_and_chunk_files`: ("ok", chunks, recorded payload) or
+("error", message, is_ingest_error)."""
+
+
+def read_and_chunk_files(
+    files: list[tuple[FileItemData, str]],
+    settings: IngestSettings,
+    chunk_size: int,
+    chunk_overlap: int,
+) -> list[FileOutcome]:
+    """`read_and_chunk_file` for many plain-text files in one call (one parse-pool task).
+
+    What a parse worker costs per call (a pickle each way, a pipe round trip, the
+    event loop waking for the answer) is what a small file costs to read, so the
+    runtime hands a batch of them over at once. Each file's failure is its own
+    outcome, with the message the one-file path gives (the pool's wording for a
+    parser bug), so one bad file never fails the others. No OCR: only plain text
+    is batched.
+    """
+    outcomes: list[FileOutcome] = []
+    for data, item_id in files:
+        try:
+            chunks, recorded = read_and_chunk_file(data, item_id, settings, chunk_size, chunk_overlap)
+        except MemoryError:
+            raise  # the worker's own handling: it restarts, and the batch is read file by file
+        except KnowledgeError as exc:  # what the worker counts as an ingest error
+            outcomes.append(("error", str(exc), True))
+        except Exception as exc:  # a parser bug: reported on that file alone
+            outcomes.append(("error", f"{type(exc).__name__}: {exc}", False))
+        else:
+            outcomes.append(("ok", chunks, recorded))
+    return outcomes

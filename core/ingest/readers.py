@@ -23,34 +23,15 @@ from ktui.core.config import IngestSettings
 from ktui.core.errors import IngestError
 from ktui.core.ingest.fetch import FetchedResource, Fetcher
 from ktui.core.ingest.formats import epub, html, image, office, pdf, text
+from ktui.core.ingest.kinds import MARKDOWN_EXTENSIONS, TEXT_EXTENSIONS, TEXT_FILENAMES
 from ktui.core.ingest.ocr.pages import OcrContext
 from ktui.core.models import Document, FileItemData, ItemType, NoteItemData, UrlItemData
 
 Parser = Callable[[bytes, str, str], list[Document]]
 OcrParser = Callable[[bytes, str, str, OcrContext | None], list[Document]]
 
-MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdx"})
-TEXT_EXTENSIONS = frozenset(
-    (
-        # prose, source code and configuration, all read as plain text
-        ".txt", ".text", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".log", ".nfo", ".srt",
-        ".vtt", ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".java",
-        ".kt", ".kts", ".scala", ".groovy", ".gradle", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp",
-        ".hh", ".cs", ".fs", ".go", ".rs", ".rb", ".php", ".swift", ".m", ".mm", ".dart", ".lua",
-        ".pl", ".pm", ".r", ".jl", ".ex", ".exs", ".erl", ".hrl", ".hs", ".clj", ".cljs", ".elm",
-        ".ml", ".mli", ".nim", ".zig", ".v", ".sv", ".vhd", ".sql", ".sh", ".bash", ".zsh",
-        ".fish", ".ps1", ".bat", ".cmd", ".vue", ".svelte", ".css", ".scss", ".sass", ".less",
-        ".graphql", ".gql", ".proto", ".tf", ".hcl", ".nix", ".yaml", ".yml", ".toml", ".ini",
-        ".cfg", ".conf", ".properties", ".xml", ".xsd", ".jsonl", ".ndjson",
-    )
-)
 HTML_EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
 CSV_EXTENSIONS = frozenset({".csv", ".tsv"})
-TEXT_FILENAMES = frozenset(
-    {"readme", "license", "licence", "changelog", "authors", "contributing", "makefile", "dockerfile",
-     "procfile", "gemfile", "rakefile", "vagrantfile", "justfile", "copying", "notice", "todo"}
-)
-"""Well-known extension-less text files (matched case-insensitively)."""
 
 
 def _csv(data: bytes, source: str, label: str) -> list[Document]:

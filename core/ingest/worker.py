@@ -34,9 +34,9 @@ def functions() -> dict[str, Callable[..., Any]]:
     """What a worker can be asked to run. Imported here, not at module level: the
     runtime imports this module for HEADER alone, and must not load every parser
     with it."""
-    from ktui.core.ingest.pipeline import read_and_chunk_file
+    from ktui.core.ingest.pipeline import read_and_chunk_file, read_and_chunk_files
 
-    return {"read_and_chunk_file": read_and_chunk_file}
+    return {"read_and_chunk_file": read_and_chunk_file, "read_and_chunk_files": read_and_chunk_files}
 
 
 def read_message(stream: BinaryIO) -> Any | None:

@@ -70,6 +70,24 @@ class GroupCommit(Generic[E]):
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
         await slot.future
 
+    async def submit_many(self, entries: Sequence[E]) -> list[BaseException | None]:
+        """Submit several entries at once (they leave in the same group); returns each
+        one's outcome (None: committed) instead of raising the first failure."""
+        loop = asyncio.get_running_loop()
+        slots = [_Slot(e, loop.create_future()) for e in entries]
+        if not slots:
+            return []
+        self._queue.extend(slots)
+        if not self._draining:
+            self._drainer = loop.create_task(self._drain())
+        try:
+            await asyncio.wait([s.future for s in slots])
+        except asyncio.CancelledError:
+            for slot in slots:
+                slot.future.cancel()  # not yet taken: left out of the group; taken: its outcome is dropped
+            raise
+        return [None if s.future.cancelled() else s.future.exception() for s in slots]
+
     async def _drain(self) -> None:
         group: list[_Slot[E]] = []
         try:

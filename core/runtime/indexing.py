@@ -156,6 +156,23 @@ class LeafIndexer:
         await self._write_chunks(base, PendingWrite(item, chunks, vectors, recorded, token))
         self.runtime.figures.record_chunks(len(chunks))
 
+    async def write_phases(self, writes: list[PhaseWrite]) -> dict[str, BaseException]:
+        """A batch's phase changes through the phase group commit; what could not be
+        written, by item id (e.g. an item deleted meanwhile)."""
+        outcomes = await self.phase_writes.submit_many(writes)
+        return {w.item.id: o for w, o in zip(writes, outcomes, strict=True) if o is not None}
+
+    async def write_many(self, base: KnowledgeBase, writes: list[PendingWrite]) -> list[BaseException | None]:
+        """A batch's chunks through the base's chunk group commit; each one's outcome."""
+        return await self._chunk_writer(base).submit_many(writes)
+
+    def _chunk_writer(self, base: KnowledgeBase) -> GroupCommit[PendingWrite]:
+        writer = self.chunk_writes.get(base.id)
+        if writer is None:
+            writer = GroupCommit(lambda batch: self._commit_chunks(base, batch), gate=lambda: self.runtime.lock(base.id))
+            self.chunk_writes[base.id] = writer
+        return writer
+
     async def _write_chunks(self, base: KnowledgeBase, write: PendingWrite) -> None:
         """Store a leaf's chunks and mark it completed, as part of a group commit.
 
@@ -164,11 +181,7 @@ class LeafIndexer:
         catalogue transaction: the lock is what serialises a base's writes, so paying
         its cost once per batch rather than once per file is what keeps indexing fast.
         """
-        writer = self.chunk_writes.get(base.id)
-        if writer is None:
-            writer = GroupCommit(lambda batch: self._commit_chunks(base, batch), gate=lambda: self.runtime.lock(base.id))
-            self.chunk_writes[base.id] = writer
-        await writer.submit(write)
+        await self._chunk_writer(base).submit(write)
 
     async def _commit_chunks(self, base: KnowledgeBase, batch: list[PendingWrite]) -> list[Exception | None]:
         """One group of leaves, under the base's write lock (the GroupCommit gate)."""

@@ -4,7 +4,13 @@
 * de-duplication by item id: an item pending or running is never queued twice;
 * interruption: a pending task is dropped (it never runs), a running one gets its
   token set and stops at its next checkpoint; `wait_settled` waits until none of
-  the given items is running any more.
+  the given items is running any more;
+* batches (with a `batch_runner`): a worker that pops an `index-leaf` task takes
+  the next pending ones of the same base with it, up to `batch_limit` and never
+  more than (pending tasks / concurrency), so a short queue still spreads over the
+  workers. The runner settles each task of the batch as it ends (`settle`), so an
+  item that drops out early (deleted, reindexed) is no longer running for
+  `wait_settled` while the rest of its batch goes on.
 
 The queue knows nothing about what tasks do; the runtime hands it a coroutine
 function per task kind.
@@ -43,12 +49,16 @@ class InterruptReason(StrEnum):
 class InterruptToken:
     reason: InterruptReason | None = None
     _steps: set[asyncio.Future[Any]] = field(default_factory=set, repr=False)  # long steps running now
+    # told once when the token is interrupted (a batch sharing one step between many tokens)
+    listener: Callable[[InterruptToken], None] | None = field(default=None, repr=False)
 
     def interrupt(self, reason: InterruptReason) -> None:
         if self.reason is None:
             self.reason = reason
             for step in self._steps:
                 step.cancel()
+            if self.listener is not None:
+                self.listener(self)
 
     @property
     def interrupted(self) -> bool:
@@ -87,16 +97,26 @@ class Task:
     base_id: str
     item_id: str
     token: InterruptToken = field(default_factory=InterruptToken)
+    settled: bool = field(default=False, repr=False)  # no longer running (a batch's tasks settle one by one)
 
 
 Runner = Callable[[Task], Awaitable[bool]]
 """Runs one task; returns True when the item ended completed, False when it failed."""
 
+Settle = Callable[[Task, "bool | None"], None]
+"""Ends one task of a batch: True completed, False failed, None interrupted (not counted)."""
+
+BatchRunner = Callable[[list[Task], Settle], Awaitable[None]]
+"""Runs a batch of `index-leaf` tasks of one base, settling each of them."""
+
 
 class TaskQueue:
-    def __init__(self, runner: Runner, concurrency: int = 5):
+    def __init__(self, runner: Runner, concurrency: int = 5, *,
+                 batch_runner: BatchRunner | None = None, batch_limit: int = 64):
         self._runner = runner
         self._concurrency = concurrency
+        self.batch_runner = batch_runner  # None: every task runs alone
+        self.batch_limit = batch_limit
         self._pending: OrderedDict[str, Task] = OrderedDict()  # item id -> task
         self._running: dict[str, Task] = {}
         self._active: Counter[str] = Counter()  # pending + running tasks per base, for O(1) idle checks
@@ -123,7 +143,7 @@ class TaskQueue:
         self._pending.clear()
         for task in dropped:
             self._forget(task)
-        for task in self._running.values():
+        for task in list(self._running.values()):  # an interrupt may settle a task of a batch at once
             task.token.interrupt(InterruptReason.SHUTDOWN)
         await self.wait_settled(list(self._running))
         for worker in self._workers:
@@ -264,15 +284,52 @@ class TaskQueue:
         async with self._changed:
             self._changed.notify_all()
 
+    def _take_batch(self, first: Task) -> list[Task]:
+        """`first` and the pending tasks of its kind and base that run with it (looking at
+        most 4 x the batch size deep, so this is O(batch size), never O(queue))."""
+        if self.batch_runner is None or first.kind != TaskKind.INDEX_LEAF:
+            return [first]
+        size = min(self.batch_limit, (len(self._pending) + 1) // max(1, self._concurrency))
+        if size <= 1:
+            return [first]
+        ids: list[str] = []
+        for seen, task in enumerate(self._pending.values()):
+            if len(ids) >= size - 1 or seen >= 4 * size:
+                break
+            if task.kind == first.kind and task.base_id == first.base_id:
+                ids.append(task.item_id)
+        return [first, *(self._pending.pop(i) for i in ids)]
+
+    def _settle(self, task: Task, outcome: bool | None) -> None:
+        """One task is no longer running (once; later calls are ignored)."""
+        if task.settled:
+            return
+        task.settled = True
+        if outcome is True:
+            self.done += 1
+        elif outcome is False:
+            self.failed += 1
+        if self._running.get(task.item_id) is task:  # not a newer task of the same item
+            del self._running[task.item_id]
+        self._forget(task)
+        asyncio.get_running_loop().create_task(self._notify_changed())
+        self._emit_change()
+
     async def _worker(self) -> None:
         while True:
             async with self._wakeup:
                 await self._wakeup.wait_for(lambda: (bool(self._pending) and self.paused is None) or self._closed)
                 if self._closed and not self._pending:
                     return
-                _, task = self._pending.popitem(last=False)
-                self._running[task.item_id] = task
+                _, first = self._pending.popitem(last=False)
+                batch = self._take_batch(first)
+                for task in batch:
+                    self._running[task.item_id] = task
             self._emit_change()
+            if len(batch) > 1:
+                await self._run_batch(batch)
+                continue
+            task = first
             try:
                 if await self._runner(task):
                     self.done += 1
@@ -286,7 +343,21 @@ class TaskQueue:
                 self.failed += 1
                 log.exception("task %s for item %s crashed", task.kind, task.item_id)
             finally:
+                task.settled = True
                 self._running.pop(task.item_id, None)
                 self._forget(task)
                 await asyncio.shield(self._notify_changed())
                 self._emit_change()
+
+    async def _run_batch(self, batch: list[Task]) -> None:
+        assert self.batch_runner is not None
+        try:
+            await self.batch_runner(batch, self._settle)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the runner records failures itself; this is a bug guard
+            log.exception("a batch of %d tasks (first item %s) crashed", len(batch), batch[0].item_id)
+        finally:
+            for task in batch:
+                self._settle(task, None)
+            await asyncio.shield(self._notify_changed())

@@ -42,6 +42,7 @@ from ktui.core.models import (
     KnowledgeItem,
     QueueStats,
 )
+from ktui.core.runtime.batches import BatchIndexer
 from ktui.core.runtime.claims import NO_CLAIMS, WorkClaims
 from ktui.core.runtime.disk_space import SpaceGuard
 from ktui.core.runtime.events import EventBus
@@ -49,7 +50,7 @@ from ktui.core.runtime.following import FolderFollowing, ProcessClaims
 from ktui.core.runtime.indexing import LeafIndexer, ocr_options_for
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.preparing import ContainerPreparer
-from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskKind, TaskQueue
+from ktui.core.runtime.queue import InterruptReason, InterruptToken, Settle, Task, TaskKind, TaskQueue
 from ktui.core.runtime.read_ahead import ReadAhead
 from ktui.core.runtime.recovery import DISK_FULL_PREFIX, SHUTDOWN_MESSAGE, Gate, Recovery, describe_error
 from ktui.core.runtime.remote_interrupts import RemoteInterrupts
@@ -66,6 +67,7 @@ log = logging.getLogger(__name__)
 # With `ingest.pipelining` (on by default): files read (and embedded) ahead, a provider batch
 # whatever `concurrency` is (measured: tests/benchmarks/test_bench_speedups.py, docs/benchmarks.md).
 READ_AHEAD_FILES = 64
+BATCH_FILES = 64  # plain-text files per batch at most (batches.py)
 
 
 async def _nothing() -> None:
@@ -99,7 +101,11 @@ class KnowledgeRuntimeService:
         self.following = FolderFollowing(self, process_claims) if process_claims is not None else None
         self._discard: Callable[[], Awaitable[None]] | None = None  # a shared catalogue's interrupted imports
         self._fetcher: Fetcher | None = None
-        self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency)
+        # batches of plain-text files (batches.py) with `ingest.pipelining`; never where
+        # the catalogue is shared: a PostgreSQL lease is per item
+        batched = settings.ingest.pipelining and not claims.shared
+        self.queue = TaskQueue(self._run_task, concurrency=settings.concurrency,
+                               batch_runner=self._run_batch if batched else None, batch_limit=BATCH_FILES)
         self.queue.on_change = self._queue_changed
         self._locks: dict[str, asyncio.Lock] = {}
         self.recovery = Recovery(self)
@@ -107,6 +113,7 @@ class KnowledgeRuntimeService:
                                     recovering=lambda: (self.recovery.remaining, self.recovery.error))
         self._closed = False
         self.indexer = LeafIndexer(self)
+        self.batches = BatchIndexer(self)
         self.preparer = ContainerPreparer(self)
         self.remote_interrupts = RemoteInterrupts(self)  # fed another process's resets (shared catalogue)
         self.space = SpaceGuard(self.queue, settings.data_dir, self.recover)
@@ -413,6 +420,9 @@ class KnowledgeRuntimeService:
             return await self.preparer.run(task, base, item)
         return await self.indexer.run(task, base, item)
 
+    async def _run_batch(self, tasks: list[Task], settle: Settle) -> None:
+        """A batch of `index-leaf` tasks of one base (queue.py, batches.py)."""
+        await self.batches.run_tasks(tasks, settle)
 
     async def guarded(
         self,

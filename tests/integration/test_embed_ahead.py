@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from ktui.core.config import ProviderConfig, Settings
 from ktui.core.embeddings import EmbeddingService
@@ -18,6 +19,13 @@ from tests.support.services import write_files
 DIMS = 16
 
 server = embedding_server_fixture(DIMS)
+
+
+@pytest.fixture(autouse=True)
+def one_file_at_a_time(monkeypatch):
+    """Read-ahead serves the files that run one at a time; plain-text files are batched
+    (core/runtime/batches.py, tested in test_batches.py), so batching is off here."""
+    monkeypatch.setattr("ktui.core.runtime.service.BATCH_FILES", 1)
 
 
 def open_service(data_dir, server_url, **overrides):

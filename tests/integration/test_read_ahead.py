@@ -17,6 +17,13 @@ from tests.support.services import write_files
 server = embedding_server_fixture(32)
 
 
+@pytest.fixture(autouse=True)
+def one_file_at_a_time(monkeypatch):
+    """Read-ahead serves the files that run one at a time; plain-text files are batched
+    (core/runtime/batches.py, tested in test_batches.py), so batching is off here."""
+    monkeypatch.setattr("ktui.core.runtime.service.BATCH_FILES", 1)
+
+
 def open_service(data_dir, server_url, **overrides):
     """Read-ahead runs only with `ingest.pipelining` (on by default since issue 17's
     measurements): these tests are about it, so they keep it on whatever the default."""
