@@ -69,7 +69,10 @@ class WorkClaims(Protocol):
 
     @property
     def holding(self) -> WriteGuard | None:
-        """For a phase write: (connection, ids) -> the ids still held, claims kept."""
+        """For a phase write, or recovery re-queuing what it swept: (connection, ids) -> the
+        ids still held, locked until that write commits, claims kept. A swept item whose
+        task completed between the sweep's read and the re-queue is no longer held, so it
+        is not set back to `processing` (and indexed and completed a second time)."""
         ...
 
     def completing(self, store: ChunkStore, entries: Sequence[ChunkEntry]) -> WriteGuard | None:

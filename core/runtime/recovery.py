@@ -375,7 +375,10 @@ class Recovery:
             return False
         # `preparing`, not a bare `processing`: that would be reconciled from the (now
         # absent) children to `completed`, and a second crash would keep it
-        await runtime.state.set_status(item.id, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+        holding = runtime.claims.holding if runtime.claims.shared else None
+        written = await runtime.state.set_status(item.id, ItemStatus.PROCESSING, ItemPhase.PREPARING, guard=holding)
+        if holding is not None and not written:  # shared: finished since it was read (no longer held): skipped
+            raise NotFoundError("item", item.id)
         # vectors before rows: leaves indexed before the crash must not leave chunks
         # behind that belong to no item
         leaves = [i.id for i in await runtime.items.leaves_under([item.id]) if i.id != item.id]
@@ -397,13 +400,15 @@ class Recovery:
             if attempt:  # a folder's refresh removed one meanwhile: look again
                 leaves = [i for i in await runtime.items.get_many([i.id for i in leaves])
                           if is_stuck(i) and not runtime.queue.is_active(i.id)]
+            rewrite = [i.id for i in leaves if i.status != ItemStatus.PROCESSING or i.phase is not None]
+            holding = runtime.claims.holding if runtime.claims.shared else None
             try:
-                await runtime.state.set_status_many(
-                    [i.id for i in leaves if i.status != ItemStatus.PROCESSING or i.phase is not None],
-                    ItemStatus.PROCESSING,
-                )
+                changed = await runtime.state.set_status_many(rewrite, ItemStatus.PROCESSING, guard=holding)
             except NotFoundError:
                 continue
+            if holding is not None and rewrite:  # shared: one that completed since it was read is not held
+                gone = set(rewrite) - {i.id for i in changed}
+                leaves = [i for i in leaves if i.id not in gone]
             by_base: dict[str, list[str]] = {}
             for item in leaves:
                 by_base.setdefault(item.base_id, []).append(item.id)

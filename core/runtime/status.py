@@ -107,8 +107,12 @@ class StateWriter:
         status: ItemStatus,
         phase: ItemPhase | None = None,
         error: str | None = None,
+        *,
+        guard: WriteGuard | None = None,
     ) -> list[KnowledgeItem]:
-        changed = await self._items.set_status_many(item_ids, status, phase, error)
+        """Several items' state in one transaction; `guard` may leave some out (not changed,
+        not returned)."""
+        changed = await self._items.set_status_many(item_ids, status, phase, error, guard=guard)
         self._publish(changed)
         return changed
 
