@@ -253,7 +253,7 @@ def test_claim_sweep_renew_complete_interleavings_match_the_model(con) -> None:
     class Machine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            con.execute("TRUNCATE item_lease, knowledge_item, done")
+            con.execute("TRUNCATE item_lease, knowledge_item, done CASCADE")
             con.execute("INSERT INTO knowledge_item (id, base_id, type, data, status, created_at, updated_at) "
                         "SELECT i, 'lease-base', 'note', '{}', 'processing', i, i FROM unnest(%s::text[]) i", (items,))
             self.clock = FakeClock()
