@@ -204,6 +204,65 @@ async def test_an_items_chunks_and_its_completion_commit_in_one_transaction(post
         await db.close()
 
 
+async def test_a_completion_that_reads_first_still_commits_lease_chunks_and_status_together(
+    postgres_server, pg_schema
+) -> None:
+    """The completion guard reads before it writes the chunks (it takes the leases back,
+    RETURNING): the chunk write must still join the catalogue's pipelined transaction.
+    It once opened a transaction of its own there (psycopg saw no open one: the pipeline
+    had not synced since BEGIN), whose COMMIT let the lease go with the chunks while the
+    item stayed `processing` until the status write: another process claimed it in
+    between and indexed it again. Another connection looks in the middle: nothing of the
+    completion is visible until it commits, and a failure after it undoes all of it."""
+    from psycopg import sql
+
+    from ktui.core.store.postgres.leases import LeaseOwner, Leases
+    from ktui.core.store.postgres.work_claims import PgWorkClaims
+
+    url = postgres_server.url
+    db = await PgDatabase.open(url, schema=pg_schema)
+    stores = PgStoreManager(url, schema=pg_schema)
+    claims = PgWorkClaims(url, pg_schema, leases=Leases(LeaseOwner("me"), clock=lambda: 1_000_000.0))
+    try:
+        base = await BaseWrites(db).create(name="B", embedding_model_id=MODEL, dimensions=D)
+        items = ItemWrites(db)
+        (note,) = await items.create_roots(base.id, [ValidItem(ItemType.NOTE, NoteItemData(content="x", source="note"))])
+        await items.set_status(note.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING)
+        store = stores.create(base.id, D)
+        assert await claims.claim([note.id]) == [note.id]
+        chunks, vectors = _chunks(3)
+        guard = claims.completing(store, [(note.id, chunks, vectors)])
+        seen: list[tuple[int, int]] = []
+
+        def complete(conn, then_fail: bool):
+            assert guard(conn, [note.id]) == [note.id]
+            with psycopg.connect(url, autocommit=True) as peek:  # another process, mid-completion
+                peek.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+                leases = peek.execute("SELECT count(*) FROM item_lease").fetchone()[0]
+                seen.append((leases, store.count()))
+            written = item_writes._write_status(conn, [note.id], ItemStatus.COMPLETED, None, None, None)
+            if then_fail:
+                raise RuntimeError("boom")
+            return written
+
+        with pytest.raises(RuntimeError):
+            await db.run_in_transaction(lambda conn: complete(conn, True))
+        assert seen.pop() == (1, 0)  # the lease still held, no chunk yet
+        assert store.count() == 0 and (await items.get(note.id)).status == ItemStatus.PROCESSING
+        with claims._pool.connection() as con:
+            assert list(claims.leases.holders(con, [note.id])) == [note.id]  # rolled back: still ours
+        (done,) = await db.run_in_transaction(lambda conn: complete(conn, False))
+        assert seen.pop() == (1, 0)
+        assert done.status == ItemStatus.COMPLETED and store.count() == 3
+        with claims._pool.connection() as con:
+            assert claims.leases.holders(con, [note.id]) == {}
+        assert store.check_invariants() == []
+    finally:
+        await claims.close()
+        stores.close_all()
+        await db.close()
+
+
 async def test_a_connection_the_server_hung_up_on_is_replaced_before_the_next_call(postgres_server, pg_schema) -> None:
     db = await PgDatabase.open(postgres_server.url, schema=pg_schema)
     try:

@@ -119,6 +119,30 @@ def _idf(n: int, df: int) -> float:
     return value if value > 0 else CLAMPED_IDF
 
 
+@contextmanager
+def _atomic(con: psycopg.Connection[Any], joined: bool) -> Iterator[None]:
+    """One atomic write: its own transaction on a pooled connection, a savepoint of the
+    caller's open transaction when `joined`; ``psycopg.Rollback`` undoes it alone.
+
+    Not psycopg's ``transaction()`` when joined: the catalogue's transaction runs in
+    pipeline mode and began with a plain ``BEGIN``, and after a statement whose result was
+    fetched (the completion guard's ``RETURNING``) the pipeline has not synced since, so
+    psycopg reads the connection as idle and opens an outer transaction whose COMMIT ends
+    the caller's early (the lease gone with the chunks, the item still `processing`: another
+    process claimed it and indexed it twice). Any other failure propagates and the
+    caller's transaction rolls back as a whole."""
+    if not joined:
+        with con.transaction():
+            yield
+        return
+    con.execute("SAVEPOINT ktui_store_write")
+    try:
+        yield
+    except psycopg.Rollback:
+        con.execute("ROLLBACK TO SAVEPOINT ktui_store_write")
+    con.execute("RELEASE SAVEPOINT ktui_store_write")
+
+
 class PgBaseStore(HybridSearch):
     """See the module docstring. Opened by :class:`core.store.postgres.PgStoreManager`."""
 
@@ -256,7 +280,7 @@ class PgBaseStore(HybridSearch):
         what = f"write chunks of {len(items)} items" if len(items) > 1 else f"write chunks of item {items[0]}"
         joined = con is not None
         with self._joined(con, what) as con:
-            with con.transaction():
+            with _atomic(con, joined):
                 self._bump(con)
                 deleted, deleted_length = self._delete(con, sql.SQL("item_id = ANY(%s)"), items)
                 self._insert(con, rows)
@@ -313,8 +337,9 @@ class PgBaseStore(HybridSearch):
         if not wanted:
             return 0
         deleted = 0
+        joined = con is not None
         with self._joined(con, "delete items") as con:
-            with con.transaction():
+            with _atomic(con, joined):
                 self._bump(con)
                 deleted, length = self._delete(con, sql.SQL("item_id = ANY(%s)"), wanted)
                 if deleted == 0:
