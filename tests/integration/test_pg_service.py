@@ -9,10 +9,12 @@ import asyncio
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from ktui.core.config import StoreSettings
 from ktui.core.models import BaseChanged, BaseRemoved, ItemChanged, ItemInput, ItemsAdded, ItemStatus, Resync
 from ktui.core.service import KnowledgeService
+from ktui.core.store.postgres.leases import LeaseOwner, Leases
 from ktui.core.store.postgres.notify import channel_for
 from tests.support.embedding_server import embedding_server_fixture
 from tests.support.services import FAKE_MODEL, fake_settings
@@ -102,9 +104,14 @@ async def test_the_doctor_never_takes_another_processs_work_for_stuck_work(share
         base = await one.create_base("Busy", FAKE_MODEL, None)
         (note,) = await one.add_items(base.id, [ItemInput("note", {"content": "Work in progress elsewhere."})])
         assert await one.wait_idle(timeout=60)
-        with psycopg.connect(postgres_server.url, autocommit=True) as con:  # as if another machine were reading it now
-            con.execute(f'UPDATE "{pg_schema}".knowledge_item SET status = %s, phase = %s WHERE id = %s',
+        # as another live machine reading it now leaves it: `processing` under that machine's
+        # lease (a day's: it cannot expire during the test). Unleased, it would be crash
+        # leftovers, which this process's own idle sweep rightly takes within a second.
+        with psycopg.connect(postgres_server.url, autocommit=True) as con:
+            con.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+            con.execute("UPDATE knowledge_item SET status = %s, phase = %s WHERE id = %s",
                         ("processing", "reading", note.id))
+            assert Leases(LeaseOwner("another-machine:1:0"), ttl=86_400).claim(con, [note.id]) == [note.id]
         report = await one.doctor(repair=True)
         assert not [f for f in report.findings if note.id in f.subject], report.findings
         assert one.queue_stats().pending == 0 and (await one.get_item(note.id)).status == ItemStatus.PROCESSING
