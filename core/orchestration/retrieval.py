@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ktui.core.data.base_service import require_runnable
@@ -18,6 +19,7 @@ from ktui.core.errors import (
 from ktui.core.models import (
     CONTAINER_TYPES,
     DEFAULT_TOP_K,
+    BaseSearchNotice,
     ChunkRecord,
     KnowledgeBase,
     KnowledgeItem,
@@ -75,7 +77,21 @@ class Retrieval(WorkflowParts):
             allowed = await asyncio.to_thread(allowed_items, filters, items)
             item_filter = allowed.__contains__
         store = await self.runtime.store(base)
-        return await run_search(base, store, self.embeddings, text, top_k=k, mode=mode, item_filter=item_filter)
+        response = await run_search(base, store, self.embeddings, text, top_k=k, mode=mode, item_filter=item_filter)
+        return self._while_indexing(base, response)
+
+    def _while_indexing(self, base: KnowledgeBase, response: SearchResponse) -> SearchResponse:
+        """Say so when the base is being indexed or rebuilt here (a full reindex empties
+        it first): "No results" then is not an answer, and every front end shows the
+        reason (CLI warning, TUI status line, HTTP/MCP `reason` and `notices`)."""
+        todo = self.runtime.queue.active_in(base.id)
+        if not todo:
+            return response
+        note = (f"base '{base.name}' is being indexed ({todo} item(s) to go): "
+                "results are incomplete until it finishes")
+        reason = f"{response.reason}; {note}" if response.reason else note
+        return replace(response, reason=reason,
+                       notices=(BaseSearchNotice(base.id, base.name, response.degraded, reason),))
 
     async def list_item_chunks(self, base_id: Any, item_id: Any) -> list[ChunkRecord]:
         base, item = await self._item_of(base_id, item_id)

@@ -247,6 +247,10 @@ class TaskQueue:
     def running_count(self) -> int:
         return len(self._running)
 
+    def active_in(self, base_id: str) -> int:
+        """Pending + running tasks of one base (O(1)): a search says its base is being indexed."""
+        return self._active.get(base_id, 0)
+
     def is_active(self, item_id: str) -> bool:
         return item_id in self._pending or item_id in self._running
 
