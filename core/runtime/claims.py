@@ -11,7 +11,9 @@ the runtime skips every call). On PostgreSQL every process may index
   two queues, it runs in one);
 * renews its claims on a heartbeat every ``heartbeat_every`` seconds and, with it,
   sweeps up unfinished items nobody alive holds (``beat``): that is recovery on a
-  shared catalogue, periodic and in every process, instead of one pass at open;
+  shared catalogue, periodic and in every process, instead of one pass at open; a
+  sweep takes only what the process can start soon, so several share a backlog
+  (heartbeat.py);
 * completes or fails an item only through ``guard``: called first inside the
   catalogue transaction of that write, it returns the items still held (their claims
   given back in that same transaction) and the write leaves out the others, whose
@@ -103,9 +105,11 @@ class WorkClaims(Protocol):
         """Which of these items this process still holds."""
         ...
 
-    async def beat(self, limit: int) -> list[str]:
-        """Renew every claim of this process, then claim up to `limit` unfinished items
-        nobody alive holds; returns those (the caller queues them)."""
+    async def beat(self, limit: int, *, containers: int = 0) -> list[str]:
+        """Renew every claim of this process, then claim up to `limit` unfinished leaves
+        and up to `containers` unfinished folders or sitemaps nobody alive holds; returns
+        those, containers first (the caller queues them). Apart, so folders waiting on
+        their children never crowd leaves out of a small sweep (heartbeat.py)."""
         ...
 
     async def close(self) -> None:
@@ -137,7 +141,7 @@ class NoClaims:
     async def held(self, item_ids: Sequence[str]) -> list[str]:
         return list(item_ids)
 
-    async def beat(self, limit: int) -> list[str]:
+    async def beat(self, limit: int, *, containers: int = 0) -> list[str]:
         return []
 
     async def close(self) -> None:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from ktui.core.errors import DiskFullError, KnowledgeError, NotFoundError, StoreError
 from ktui.core.models import CONTAINER_TYPES, ItemPhase, ItemStatus, KnowledgeBase, KnowledgeItem
+from ktui.core.runtime.heartbeat import sweep_room
 from ktui.core.runtime.queue import TaskKind
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ SHUTDOWN_MESSAGE = "interrupted by shutdown"
 DISK_FULL_PREFIX = "no space left on device"
 BATCH = 500  # items per batch: one status transaction, a few ms of the catalogue's thread
 PAGE = 5000  # ids per read while looking for unfinished items
-SWEEP_QUEUE = 200  # on a shared catalogue: a sweep tops the queue up to this many items, leaving the rest to others
+CONTAINER_SWEEP = 100  # on a shared catalogue: folders and sitemaps a sweep takes, once a renewal (heartbeat.py)
 
 Gate = Callable[[], Awaitable[None]]  # awaited before each batch (a test holds recovery there)
 
@@ -146,6 +147,7 @@ class Recovery:
         self._task: asyncio.Task[None] | None = None  # the first pass + resuming watches
         self._batch_task: asyncio.Task[list[str]] | None = None
         self._in_batch = False
+        self._containers_at: float | None = None  # loop time of the last containers' sweep (shared catalogue)
         self._stopping = False
         self._held_refreshes: dict[str, str] = {}  # item id -> base id, asked for during a pass
 
@@ -276,9 +278,13 @@ class Recovery:
         catalogue (claims.py) only those this process just claimed: the others' items are
         theirs, and a dead process's come back here once their claims expire."""
         claims = self.runtime.claims
-        if claims.shared:
-            queue = self.runtime.queue
-            return await claims.beat(max(0, SWEEP_QUEUE - queue.pending_count - queue.running_count))
+        if claims.shared:  # a fair share of leaves (heartbeat.py), containers apart and less often
+            now = asyncio.get_running_loop().time()
+            containers = self._containers_at is None or now - self._containers_at >= claims.heartbeat_every
+            if containers:
+                self._containers_at = now
+            room = sweep_room(self.runtime.queue, self.runtime.settings.concurrency)
+            return await claims.beat(room, containers=CONTAINER_SWEEP if containers else 0)
         roots: list[str] = []
         below: list[str] = []
         items = self.runtime.items

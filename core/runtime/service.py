@@ -47,6 +47,7 @@ from ktui.core.runtime.claims import NO_CLAIMS, WorkClaims
 from ktui.core.runtime.disk_space import SpaceGuard
 from ktui.core.runtime.events import EventBus
 from ktui.core.runtime.following import FolderFollowing, ProcessClaims
+from ktui.core.runtime.heartbeat import Heartbeat
 from ktui.core.runtime.indexing import LeafIndexer, ocr_options_for
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.preparing import ContainerPreparer
@@ -96,6 +97,7 @@ class KnowledgeRuntimeService:
         self.embeddings = embeddings
         self.bus = bus
         self.claims = claims  # who may run an item when several processes share the catalogue (claims.py)
+        self.heartbeat: Heartbeat | None = None  # on a shared catalogue: renewals and fair-share sweeps
         self._heartbeat: asyncio.Task[None] | None = None
         # a shared catalogue's followed folders and imports in flight (following.py)
         self.following = FolderFollowing(self, process_claims) if process_claims is not None else None
@@ -181,38 +183,8 @@ class KnowledgeRuntimeService:
                 then = self.resume_watches
             self.recovery.start(then=then, gate=recovery_gate)
         if self.claims.shared:
-            self._heartbeat = asyncio.get_running_loop().create_task(self._beat(sweep=recover), name="ktui-claims")
-
-    async def _beat(self, *, sweep: bool) -> None:
-        """A shared catalogue's heartbeat: renew this process's claims every
-        `heartbeat_every` and, when it recovers work, sweep up what nobody alive holds
-        (recovery.py queues it): at every beat, and every `idle_sweep_every` while the
-        queue has a free worker, so an idle process joins in on work another one queued
-        within about a second."""
-        claims = self.claims
-        loop = asyncio.get_running_loop()
-        step = min(claims.idle_sweep_every, claims.heartbeat_every) if sweep else claims.heartbeat_every
-        last = loop.time()
-        while True:
-            await asyncio.sleep(step)
-            room = self.queue.pending_count + self.queue.running_count < self.settings.concurrency
-            due = loop.time() - last >= claims.heartbeat_every
-            if not due and not (sweep and room and self.queue.paused is None):
-                continue
-            try:
-                if sweep:
-                    await self.recovery.run_pass()  # renews, then sweeps (Recovery._look)
-                else:
-                    await claims.beat(0)  # renew only
-                if due:
-                    last = loop.time()
-                    await self.beat_process_leases()
-            except asyncio.CancelledError:
-                raise
-            except DiskFullError as exc:
-                self.pause_for_space(exc)
-            except Exception as exc:  # the server is away: the next beat tries again
-                log.warning("could not renew this process's claims: %s", describe_error(exc))
+            self.heartbeat = Heartbeat(self, sweep=recover)
+            self._heartbeat = asyncio.get_running_loop().create_task(self.heartbeat.run(), name="ktui-claims")
 
     async def beat_process_leases(self) -> None:
         """At a heartbeat (not at the idle sweeps between): renew this process's import and
@@ -369,9 +341,16 @@ class KnowledgeRuntimeService:
 
     async def wait_idle(self, base_id: str | None = None) -> None:
         """Until recovery has queued what it found (and the watched folders' refreshes),
-        then until the queue is idle (or paused with nothing running)."""
-        await self.recovery.wait()
-        await self.queue.wait_idle(base_id)
+        then until the queue is idle (or paused with nothing running). On a shared
+        catalogue, a process that sweeps takes a handful at a time (heartbeat.py), so it
+        is idle only once its sweep finds nothing more that nobody alive holds."""
+        while True:
+            await self.recovery.wait()
+            await self.queue.wait_idle(base_id)
+            if self.heartbeat is None or not self.heartbeat.sweep or self.queue.paused is not None or self._closed:
+                return
+            if not await self.recovery.run_pass():
+                return
 
     def pause_for_space(self, exc: DiskFullError) -> None:
         """Pause the queue until the disk has room again (disk_space.py)."""
@@ -487,6 +466,8 @@ class KnowledgeRuntimeService:
 
     def _queue_changed(self) -> None:
         self.figures.changed()
+        if self.heartbeat is not None:
+            self.heartbeat.queue_changed()
 
 
 __all__ = ["DISK_FULL_PREFIX", "SHUTDOWN_MESSAGE", "KnowledgeRuntimeService", "describe_error"]

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("psycopg")
 
 from ktui.core.store.postgres.leases import LeaseOwner, Leases, new_owner  # noqa: E402
-from tests.support.pg_leases import START, catalogue, complete_items, completions, connect, prepare  # noqa: E402
+from tests.support.pg_leases import BASE, START, catalogue, complete_items, completions, connect, prepare  # noqa: E402
 
 TTL = 30.0
 
@@ -321,3 +321,15 @@ def test_claim_sweep_renew_complete_interleavings_match_the_model(con) -> None:
         settings=settings(max_examples=40, stateful_step_count=25, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]),
     )
+
+
+def test_a_sweep_takes_leaves_or_containers_apart(con, clock) -> None:
+    leaves = prepare(con, 3)
+    folders = [f"folder-{n}" for n in range(3)]
+    con.execute("INSERT INTO knowledge_item (id, base_id, type, data, status, created_at, updated_at) "
+                "SELECT i, %s, 'directory', '{}', 'processing', i, i FROM unnest(%s::text[]) i", (BASE, folders))
+    ids = folders + leaves
+    (a,) = owners(clock, 1)
+    assert sorted(a.sweep(con, limit=10, containers=False)) == ids[3:]  # the folders are left alone
+    assert sorted(a.sweep(con, limit=2, containers=True)) in ([ids[0], ids[1]], [ids[0], ids[2]], [ids[1], ids[2]])
+    assert len(a.sweep(con, limit=10)) == 1  # either kind: the one left

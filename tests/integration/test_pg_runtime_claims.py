@@ -199,3 +199,104 @@ async def test_a_sweep_never_gives_back_the_claim_of_a_task_that_started_meanwhi
         await a.runtime.wait_idle()
         assert set((await statuses(a, ids)).values()) == {ItemStatus.COMPLETED}
         assert a.runtime.queue.done == 2
+
+
+async def test_each_runtime_sweeps_only_what_it_can_start_soon_and_a_dead_ones_items_come_back(
+    postgres_server, pg_schema, tmp_path, server
+):
+    """Fair share: 40 unfinished notes nobody queued (left by a closed process), five more
+    leased by a process that died. Each runtime's sweep claims its budget (a round of
+    workers and a short read-ahead: heartbeat.claim_budget), not the whole backlog, so the
+    second gets as much as the first; neither touches the dead one's five until the clock
+    passes their expiry. Every note is embedded and completed once."""
+    from ktui.core.runtime.heartbeat import claim_budget
+
+    url, clock = postgres_server.url, FakeClock()
+    async with runtime_on(url, pg_schema, tmp_path / "a", server.url, "a", clock) as a, \
+            runtime_on(url, pg_schema, tmp_path / "b", server.url, "b", clock) as b:
+        base_id, ids = await make_notes(a, url, pg_schema, 45)
+        dead = Leases(LeaseOwner("dead"), ttl=TTL, clock=clock)
+        with a.claims._pool.connection() as con:
+            dead_items = sorted(dead.claim(con, ids[:5]))
+        gate = asyncio.Event()
+        for r in (a, b):  # hold both runtimes' writes: nothing completes while they sweep
+            commit = r.runtime.indexer._commit_chunks
+
+            async def held(base, batch, commit=commit):
+                await gate.wait()
+                return await commit(base, batch)
+
+            r.runtime.indexer._commit_chunks = held
+        budget = claim_budget(2)
+        first, second = await a.runtime.recover(), await b.runtime.recover()
+        assert len(first) == len(second) == budget < 40  # not the whole backlog
+        assert not set(first) & set(second) and not set(first + second) & set(dead_items)
+        assert await a.runtime.recover() == []  # its budget is full
+        gate.set()
+        while len(done := [i for i, s in (await statuses(a, ids)).items() if s == ItemStatus.COMPLETED]) < 40:
+            await asyncio.gather(a.runtime.recover(), b.runtime.recover())  # the next handfuls
+            await asyncio.gather(a.runtime.queue.wait_idle(), b.runtime.queue.wait_idle())
+        assert sorted(set(ids) - set(done)) == dead_items  # live leases: untouched
+        assert await a.runtime.recover() == [] and await b.runtime.recover() == []
+        clock.now += TTL + 1  # the dead process's leases expire
+        assert sorted(await a.runtime.recover()) == dead_items
+        await a.runtime.wait_idle()
+        assert set((await statuses(a, ids)).values()) == {ItemStatus.COMPLETED}
+        assert a.runtime.queue.done + b.runtime.queue.done == 45 and b.runtime.queue.done >= budget
+        assert server.texts_embedded == 45
+        assert PgStoreManager(url, schema=pg_schema).get(base_id, 64).count() == 45
+
+
+async def test_a_second_machine_gets_its_share_of_a_backlog_the_first_one_swept(
+    postgres_server, pg_schema, tmp_path, server
+):
+    """Through the facade, with the real heartbeats: machine one is left 30 unfinished
+    notes by a closed process and sweeps; it stalls on its handful. Machine two, opened
+    after, takes everything else by itself, a handful at a time as its tasks end (not the
+    one second an idle sweep waits). With the old greedy sweep (up to 200 items) one took
+    all 30 and two had nothing to do."""
+    from ktui.core.config import StoreSettings
+    from ktui.core.models import ItemInput
+    from ktui.core.runtime.heartbeat import claim_budget
+    from ktui.core.service import KnowledgeService
+
+    def settings(machine: str):
+        return fake_settings(tmp_path / machine, server.url, concurrency=2).with_(
+            store=StoreSettings(url=postgres_server.url, schema=pg_schema))
+
+    zero = await KnowledgeService.open(settings=settings("zero"))
+    try:
+        base = await zero.create_base("Shared", FAKE_MODEL, None)
+        server.faults.delay(60)  # nothing finishes before the close: all 30 are left
+        notes = await zero.add_items(base.id, [ItemInput("note", {"content": f"note {k} to share"}) for k in range(30)])
+    finally:
+        await zero.close()
+    server.faults.clear()
+    one = await KnowledgeService.open(settings=settings("one"))
+    gate = asyncio.Event()
+    commit = one._runtime.indexer._commit_chunks
+
+    async def held(b, batch):
+        await gate.wait()
+        return await commit(b, batch)
+
+    one._runtime.indexer._commit_chunks = held
+    queue, budget = one._runtime.queue, claim_budget(2)
+    deadline = asyncio.get_running_loop().time() + 120  # a guard only: these wait for events
+    while queue.pending_count + queue.running_count < budget:
+        assert asyncio.get_running_loop().time() < deadline, "machine one never swept"
+        await asyncio.sleep(0.02)
+    two = await KnowledgeService.open(settings=settings("two"))
+    try:
+        while two._runtime.queue.done < 30 - budget:
+            assert asyncio.get_running_loop().time() < deadline, "machine two never got its share"
+            await asyncio.sleep(0.05)
+        assert queue.pending_count + queue.running_count == budget  # one kept its handful, no more
+        gate.set()
+        assert await one.wait_idle(timeout=60) and await two.wait_idle(timeout=60)
+        assert {(await two.get_item(n.id)).status for n in notes} == {ItemStatus.COMPLETED}
+        assert one._runtime.queue.done == budget and two._runtime.queue.done == 30 - budget
+        assert two._runtime.heartbeat is not None and two._runtime.heartbeat.sweeps >= 2  # handful after handful
+    finally:
+        await one.close()
+        await two.close()

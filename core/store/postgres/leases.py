@@ -55,6 +55,8 @@ from typing import Any, Generic, NewType, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
+from ktui.core.models import CONTAINER_TYPES
+
 from .notify import ORIGIN_SETTING
 
 T = TypeVar("T")
@@ -106,6 +108,7 @@ WITH candidates AS (
     SELECT k.id
       FROM knowledge_item k
      WHERE k.status = ANY(%(statuses)s)
+       AND (%(containers)s::boolean IS NULL OR (k.type = ANY(%(container_types)s)) = %(containers)s)
        AND NOT EXISTS (SELECT 1 FROM {LEASE_TABLE} l WHERE l.item_id = k.id AND l.expires_at >= {_NOW})
      LIMIT %(limit)s
        FOR NO KEY UPDATE OF k SKIP LOCKED
@@ -215,15 +218,22 @@ class Leases:
         return [i for i in ids if i in taken]
 
     def sweep(
-        self, con: psycopg.Connection[Any], limit: int = SWEEP_LIMIT, *, statuses: Sequence[str] = CLAIMABLE
+        self, con: psycopg.Connection[Any], limit: int = SWEEP_LIMIT, *, statuses: Sequence[str] = CLAIMABLE,
+        containers: bool | None = None,
     ) -> list[str]:
         """Claim up to `limit` items in `statuses` that nobody alive holds: never leased
         (left by a crash, or made `processing` by a runtime that has not claimed them
         yet) or whose lease expired. Items another sweep is taking right now are skipped,
-        not waited for."""
+        not waited for. `containers`: only folders and sitemaps (True), only leaves
+        (False), either (None). A runtime sweeps leaves by the handful it can start and
+        containers apart: a folder waiting on its children stays `processing` and
+        unleased, so a small mixed sweep could return the same waiting folders every
+        time and never reach a leaf."""
         if limit <= 0:
             return []
-        rows = self._retrying(con, _SWEEP, self._params(limit=limit, statuses=list(statuses)))
+        params = self._params(limit=limit, statuses=list(statuses), containers=containers,
+                              container_types=sorted(t.value for t in CONTAINER_TYPES))
+        rows = self._retrying(con, _SWEEP, params)
         return [r[0] for r in rows]
 
     def renew(self, con: psycopg.Connection[Any]) -> int:

@@ -117,10 +117,11 @@ class PgWorkClaims:
         ids = list(item_ids)
         return await self._run("look up claims", lambda con: self.leases.held(con, ids)) if ids else []
 
-    async def beat(self, limit: int) -> list[str]:
+    async def beat(self, limit: int, *, containers: int = 0) -> list[str]:
         def run(con: psycopg.Connection[Any]) -> list[str]:
             self.leases.renew(con)
-            return self.leases.sweep(con, min(limit, SWEEP_LIMIT)) if limit > 0 else []
+            found = self.leases.sweep(con, min(containers, SWEEP_LIMIT), containers=True) if containers > 0 else []
+            return found + (self.leases.sweep(con, min(limit, SWEEP_LIMIT), containers=False) if limit > 0 else [])
 
         return await self._run("renew claims", run)
 
