@@ -23,15 +23,19 @@ from tests.support.frontends import ServeProcess, Workspace
 
 COMPLETION_LOG = """
 CREATE TABLE IF NOT EXISTS test_completion_log (item_id TEXT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS test_status_log (item_id TEXT NOT NULL, old TEXT, new TEXT, phase TEXT, pid INT,
+    at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());
 CREATE OR REPLACE FUNCTION test_log_completion() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    INSERT INTO test_status_log (item_id, old, new, phase, pid)
+        VALUES (NEW.id, OLD.status, NEW.status, NEW.phase, pg_backend_pid());
     IF NEW.status = 'completed' AND OLD.status IS DISTINCT FROM 'completed' THEN
         INSERT INTO test_completion_log (item_id) VALUES (NEW.id);
     END IF;
     RETURN NEW;
 END $$;
 DROP TRIGGER IF EXISTS test_log_completion ON knowledge_item;
-CREATE TRIGGER test_log_completion AFTER UPDATE OF status ON knowledge_item
+CREATE TRIGGER test_log_completion AFTER UPDATE OF status, phase ON knowledge_item
     FOR EACH ROW EXECUTE FUNCTION test_log_completion();
 """
 
@@ -66,6 +70,12 @@ def completions(con: psycopg.Connection[Any]) -> dict[str, int]:
     return {r[0]: int(r[1]) for r in con.execute("SELECT item_id, count(*) FROM test_completion_log GROUP BY 1")}
 
 
+def history(con: psycopg.Connection[Any], item_ids: list[str]) -> list[tuple[Any, ...]]:
+    """Every status/phase change of these items, in order (for a failure's message)."""
+    return list(con.execute("SELECT item_id, old, new, phase, pid, at FROM test_status_log "
+                            "WHERE item_id = ANY(%s) ORDER BY at", (item_ids,)).fetchall())
+
+
 def create_base(serve: ServeProcess, name: str) -> dict[str, Any]:
     response = httpx.post(f"{serve.url}/knowledge-bases", json={"name": name}, timeout=120)
     assert response.status_code == 201, response.text
@@ -73,11 +83,16 @@ def create_base(serve: ServeProcess, name: str) -> dict[str, Any]:
 
 
 def add_notes(serve: ServeProcess, base_id: str, texts: list[str]) -> list[str]:
-    """Add notes through this process (it queues them); their ids."""
-    items = [{"type": "note", "data": {"content": t}} for t in texts]
-    response = httpx.post(f"{serve.url}/knowledge-bases/{base_id}/items", json={"items": items}, timeout=120)
-    assert response.status_code == 202, response.text
-    return [i["id"] for i in response.json()["items"]]
+    """Add notes through this process (it queues them), 100 a request (the API's limit);
+    their ids."""
+    ids: list[str] = []
+    with httpx.Client(timeout=120) as client:
+        for start in range(0, len(texts), 100):
+            items = [{"type": "note", "data": {"content": t}} for t in texts[start:start + 100]]
+            response = client.post(f"{serve.url}/knowledge-bases/{base_id}/items", json={"items": items})
+            assert response.status_code == 202, response.text
+            ids += [i["id"] for i in response.json()["items"]]
+    return ids
 
 
 def leased_by(con: psycopg.Connection[Any], pid: int) -> list[str]:
