@@ -15,6 +15,7 @@ pytest.importorskip("psycopg")
 
 from ktui.core.models import ItemStatus  # noqa: E402
 from ktui.core.store.postgres import PgStoreManager  # noqa: E402
+from ktui.core.store.postgres.leases import LeaseOwner, Leases  # noqa: E402
 from tests.support.embedding_server import embedding_server_fixture  # noqa: E402
 from tests.support.pg_runtimes import TTL, FakeClock, make_notes, runtime_on, statuses  # noqa: E402
 from tests.support.services import FAKE_MODEL, fake_settings  # noqa: E402
