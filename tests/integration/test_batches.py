@@ -27,7 +27,9 @@ def bad_files(root: Path) -> dict[str, bytes]:
     """Files that fail alone, each with the one-file path's message."""
     return {
         "binary.md": b"# x\n\0\0\0\0 binary\0 content\n" * 4,
-        "blank.txt": b" \n" * 80,  # whitespace only, over 64 bytes (a folder walk keeps it)
+        # only Unicode whitespace (U+3000): the folder walk's ASCII-whitespace check keeps it
+        # (an ASCII-blank file is skipped there as "empty file"), the reader finds no text
+        "blank.txt": "\u3000\n".encode() * 30,
         "big.md": b"# big\n\n" + b"word " * 400,  # over the max_file_bytes of these tests
         "bad-utf8.py": b"print('\xff\xfe\xfd')\n" * 3,  # not UTF-8: the detector decodes it (must not fail others)
     }
