@@ -42,15 +42,18 @@ def rows(url: str, schema: str, query: str) -> list[Any]:
         return con.execute(query).fetchall()
 
 
-async def hold_a_in_embedding(server: Any, a: KnowledgeService, start: Any) -> None:
+async def hold_a_in_embedding(server: Any, a: KnowledgeService, start: Any, *, keep: bool = False) -> None:
     """Make the server slow, start A's work, return once A's embedding request is in flight
-    (then the server answers everyone else at once again)."""
+    (then the server answers everyone else at once again, unless ``keep``: with several
+    tasks, a second request sent after the first would be answered at once and its item
+    completed before the test's reset; the caller then clears the delay itself)."""
     before = server.request_count
     server.faults.delay(HELD)
     await start()
     await until(lambda: server.request_count > before and a._runtime.queue.running_count > 0,
                 "A's embedding request reaching the server")
-    server.faults.clear()  # only the request already in flight stays held
+    if not keep:
+        server.faults.clear()  # only the request already in flight stays held
 
 
 def assert_a_wrote_nothing(a: KnowledgeService) -> None:
@@ -143,8 +146,9 @@ async def test_deleting_the_base_in_b_while_a_indexes_into_it(machines, postgres
         async def add() -> None:
             await a.add_items(base.id, [ItemInput("note", {"content": f"note {k} of a doomed base"}) for k in range(6)])
 
-        await hold_a_in_embedding(server, a, add)
+        await hold_a_in_embedding(server, a, add, keep=True)  # A's second task must not finish first
         await b.delete_base(base.id)
+        server.faults.clear()
         await until(lambda: a._runtime.queue.running_count == 0 and a._runtime.queue.pending_count == 0,
                     "A stopping its tasks in the deleted base")
         assert_a_wrote_nothing(a)
