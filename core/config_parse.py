@@ -257,13 +257,14 @@ class _Parser:
         return cls(**values)
 
     def store(self, table: Any) -> StoreSettings:
+        from ktui.core.store_memory import BUILD_MEMORY, MemorySizeError, check_build_memory
         from ktui.core.store_url import DEFAULT_SCHEMA, StoreUrlError, check_schema, check_store_url
 
         if not isinstance(table, dict):
             raise self.fail("store", "must be a table")
-        unknown = sorted(set(table) - {"url", "schema", "lease_ttl"})
+        unknown = sorted(set(table) - {"url", "schema", "lease_ttl", "build_memory"})
         if unknown:
-            raise self.fail(f"store.{unknown[0]}", "unknown setting (known: lease_ttl, schema, url)")
+            raise self.fail(f"store.{unknown[0]}", "unknown setting (known: build_memory, lease_ttl, schema, url)")
         try:
             url = check_store_url(table["url"]) if "url" in table else None
         except StoreUrlError as exc:
@@ -275,7 +276,11 @@ class _Parser:
         lease_ttl = self.number(table, "lease_ttl", LEASE_TTL, minimum=MIN_LEASE_TTL, prefix="store.")
         if lease_ttl > MAX_LEASE_TTL:
             raise self.fail("store.lease_ttl", f"must be at most {MAX_LEASE_TTL:g}")
-        return StoreSettings(url=url, schema=schema, lease_ttl=lease_ttl)
+        try:
+            build_memory = check_build_memory(table.get("build_memory", BUILD_MEMORY))
+        except MemorySizeError as exc:
+            raise self.fail("store.build_memory", str(exc)) from None
+        return StoreSettings(url=url, schema=schema, lease_ttl=lease_ttl, build_memory=build_memory)
 
     def provider(self, name: str, spec: Any) -> ProviderConfig:
         key = f"providers.{name}"

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from ktui.core.models import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from ktui.core.store_memory import BUILD_MEMORY
 
 APP_NAME = "ktui"
 DEFAULT_EMBEDDING_MODEL = "builtin::wordllama"
@@ -125,6 +126,8 @@ class StoreSettings:
     # seconds an item's lease lives without a renewal (renewed every third of it): how long
     # a killed or cut-off process's items wait before another process picks them up
     lease_ttl: float = LEASE_TTL
+    # maintenance_work_mem while an HNSW index is built (core/store_memory.py: checked, canonical)
+    build_memory: str = BUILD_MEMORY
     origin: str | None = None  # where the URL came from when not the settings file ("KTUI_STORE", "--store")
 
     @property
@@ -141,7 +144,8 @@ class StoreSettings:
         return f"{redact_store_url(self.url)} (schema {self.schema})"
 
     def __repr__(self) -> str:
-        return f"StoreSettings(where={self.where!r}, lease_ttl={self.lease_ttl!r}, origin={self.origin!r})"
+        return (f"StoreSettings(where={self.where!r}, lease_ttl={self.lease_ttl!r}, "
+                f"build_memory={self.build_memory!r}, origin={self.origin!r})")
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,7 +195,7 @@ class KnowledgeService:
         folder is followed by one process of its machine that runs a watcher, an import
         is discarded only once its importer's lease expired.
         """
-        from ktui.core.store.postgres import PgStoreManager
+        from ktui.core.store.postgres import PgStoreManager, PgTuning
         from ktui.core.store.postgres.catalogue import PgDatabase
         from ktui.core.store.postgres.leases import LeaseOwner, Leases
         from ktui.core.store.postgres.notify import Listener, ProgressRelay, new_origin, with_origin
@@ -211,7 +211,7 @@ class KnowledgeService:
         schema = settings.store.schema
         Path(settings.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)  # the local cache lives there
         db = await PgDatabase.open(conninfo, schema=schema)
-        stores = PgStoreManager(conninfo, schema=schema)
+        stores = PgStoreManager(conninfo, schema=schema, tuning=PgTuning(build_memory=settings.store.build_memory))
         claims = None if read_only else PgWorkClaims(
             conninfo, schema, leases=leases or Leases(LeaseOwner(origin), ttl=settings.store.lease_ttl))
         service = cls(settings, db, read_only=read_only, stores=stores, claims=claims, process_claims=claims)
@@ -655,12 +655,13 @@ class KnowledgeService:
                 lock.acquire("ktui migrate")
                 locks.append(lock)
             source_db, source_stores = await _open_for_migration(settings.store.url, source_dir,
-                                                                 settings.store.schema, opened)
+                                                                 settings.store.schema, opened, settings.store.build_memory)
             if target_dir is not None:
                 lock = DataDirLock(target_dir)
                 lock.acquire("ktui migrate")
                 locks.append(lock)
-            target_db, target_stores = await _open_for_migration(target_url, target_dir, target_schema, opened)
+            target_db, target_stores = await _open_for_migration(target_url, target_dir, target_schema, opened,
+                                                                 settings.store.build_memory)
             migrator = Migrator(source_db, source_stores, target_db, target_stores,
                                 source_where=source_db.where, target_where=target_db.where,
                                 merge=merge, batch=batch, progress=progress)
@@ -688,19 +689,21 @@ class KnowledgeService:
 
 
 async def _open_for_migration(url: str | None, data_dir: Path | None, schema: str,
-                              opened: list[Callable[[], Awaitable[None]]]) -> tuple[Catalogue, Stores]:
-    """The catalogue and the chunk stores of one side of a migration (appended to `opened`)."""
+                              opened: list[Callable[[], Awaitable[None]]], build_memory: str) -> tuple[Catalogue, Stores]:
+    """The catalogue and the chunk stores of one side of a migration (appended to `opened`); a
+    PostgreSQL target builds the HNSW index of a base that passes its size with the settings'
+    `[store] build_memory`."""
     if url is None:
         assert data_dir is not None
         db: Catalogue = await Database.open(data_dir)
         opened.append(db.close)
         stores: Stores = StoreManager(data_dir)
     else:
-        from ktui.core.store.postgres import PgStoreManager
+        from ktui.core.store.postgres import PgStoreManager, PgTuning
         from ktui.core.store.postgres.catalogue import PgDatabase
 
         db = await PgDatabase.open(url, schema=schema)
         opened.append(db.close)
-        stores = PgStoreManager(url, schema=schema)
+        stores = PgStoreManager(url, schema=schema, tuning=PgTuning(build_memory=build_memory))
     opened.append(lambda: asyncio.to_thread(stores.close_all))
     return db, stores

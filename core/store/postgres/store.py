@@ -32,6 +32,7 @@ from psycopg import sql
 
 from ktui.core.errors import StoreError
 from ktui.core.models import Chunk, ChunkRecord
+from ktui.core.store_memory import BUILD_MEMORY, parse_memory
 
 from ..connection import check_vectors
 from ..hybrid import HybridSearch
@@ -64,7 +65,12 @@ class PgTuning:
     ef_search_rows: int = 1_400
     hnsw_m: int = 16
     hnsw_ef_construction: int = 64
-    build_memory: str = "512MB"  # maintenance_work_mem while the index is built
+    # maintenance_work_mem while the index is built: the settings' `[store] build_memory`
+    # (bounded there, 64MB..64GB); here only its form is checked, so a test may pass less
+    build_memory: str = BUILD_MEMORY
+
+    def __post_init__(self) -> None:
+        parse_memory(self.build_memory)  # MemorySizeError (a ValueError) unless digits and a unit
 
 
 def ef_search_for(rows: int, k: int, tuning: PgTuning) -> int:
@@ -585,7 +591,8 @@ class PgBaseStore(HybridSearch):
         if not got or not got[0]:
             return False
         try:
-            con.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(self.tuning.build_memory)))
+            memory = parse_memory(self.tuning.build_memory)[1]  # rebuilt from its digits and unit
+            con.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
             con.execute(
                 sql.SQL(
                     "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_ip_ops) "
