@@ -1,6 +1,7 @@
 """Item leases on a real PostgreSQL (core/store/postgres/leases.py): claim, expiry,
-renewal, sweep, release and "complete only while held", with a fake clock the test
-advances (no test waits on wall time)."""
+renewal, sweep, release and "complete only while held" (take_back, as the runtime's
+guard does it: tests/support/pg_leases.py `complete`), with a fake clock the test
+advances (no test waits on wall time), and no operation committing a caller's transaction."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ import pytest
 pytest.importorskip("psycopg")
 
 from ktui.core.store.postgres.leases import LeaseOwner, Leases, new_owner  # noqa: E402
-from tests.support.pg_leases import BASE, START, catalogue, complete_items, completions, connect, prepare  # noqa: E402
+from tests.support.pg_leases import (  # noqa: E402
+    BASE,
+    START,
+    catalogue,
+    complete,
+    complete_items,
+    completions,
+    connect,
+    prepare,
+)
 
 TTL = 30.0
 
@@ -66,10 +76,10 @@ def test_a_late_worker_cannot_complete_after_losing_its_lease(con, clock) -> Non
     assert late.claim(con, [item]) == [item]
     clock.now += TTL + 1  # late stalls past its lease; fresh takes the item over
     assert fresh.sweep(con) == [item]
-    done = late.complete(con, [item], complete_items)
+    done = complete(late, con, [item], complete_items)
     assert (done.held, done.lost, done.result) == ([], [item], None)
     assert status(con, item) == ("processing", 0)  # nothing written
-    assert fresh.complete(con, [item], complete_items).held == [item]
+    assert complete(fresh, con, [item], complete_items).held == [item]
     assert status(con, item) == ("completed", 1)
     # and the late worker's retry finds nothing to claim: the item is done
     assert late.claim(con, [item]) == [] and late.sweep(con) == []
@@ -80,7 +90,7 @@ def test_an_expired_lease_nobody_took_over_still_completes(con, clock) -> None:
     (a,) = owners(clock, 1)
     a.claim(con, [item])
     clock.now += 10 * TTL
-    assert a.complete(con, [item], complete_items).held == [item]
+    assert complete(a, con, [item], complete_items).held == [item]
     assert status(con, item) == ("completed", 1)
     assert a.holders(con, [item]) == {}
 
@@ -137,7 +147,7 @@ def test_completing_a_batch_writes_only_the_items_still_held(con, clock) -> None
     clock.now += TTL + 1
     b.claim(con, ids[:2])  # b takes two over
     a.renew(con)
-    done = a.complete(con, ids, complete_items)
+    done = complete(a, con, ids, complete_items)
     assert (done.held, done.lost, done.result) == (ids[2:], ids[:2], 2)
     assert [status(con, i) for i in ids] == [("processing", 0)] * 2 + [("completed", 1)] * 2
 
@@ -152,7 +162,7 @@ def test_a_failing_write_rolls_back_and_keeps_the_lease(con, clock) -> None:
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError):
-        a.complete(con, [item], broken)
+        complete(a, con, [item], broken)
     assert status(con, item) == ("processing", 0)
     assert a.holders(con, [item])[item].owner == "worker-0"
     assert b.claim(con, [item]) == []
@@ -298,7 +308,7 @@ def test_claim_sweep_renew_complete_interleavings_match_the_model(con) -> None:
         @rule(owner=st.sampled_from(names), wanted=some)
         def complete(self, owner: str, wanted: list[str]) -> None:
             held = sorted(i for i in set(wanted) if i in self.leases and self.leases[i][0] == owner)
-            done = self.owners[owner].complete(con, wanted, complete_items)
+            done = complete(self.owners[owner], con, wanted, complete_items)
             assert done.held == held and done.result == (len(held) if held else None)
             for i in held:
                 del self.leases[i]
@@ -333,3 +343,57 @@ def test_a_sweep_takes_leaves_or_containers_apart(con, clock) -> None:
     assert sorted(a.sweep(con, limit=10, containers=False)) == ids[3:]  # the folders are left alone
     assert sorted(a.sweep(con, limit=2, containers=True)) in ([ids[0], ids[1]], [ids[0], ids[2]], [ids[1], ids[2]])
     assert len(a.sweep(con, limit=10)) == 1  # either kind: the one left
+
+
+async def test_no_lease_operation_commits_the_catalogue_transaction_it_runs_in(postgres_server, pg_schema) -> None:
+    """Every operation may run on the raw connection of a catalogue write transaction
+    (pipelined, begun with a plain BEGIN). After a statement whose result was fetched the
+    pipeline has not synced, psycopg reads the connection as idle, and a ``transaction()``
+    there COMMITs on its own (2b39da2; the removed ``Leases.complete`` did this: its
+    completion survived the caller's rollback). Each operation runs after such a fetch,
+    then the caller fails: another connection must see nothing of it, before or after."""
+    from ktui.core.store.postgres.catalogue import PgDatabase
+
+    url = postgres_server.url
+    db = await PgDatabase.open(url, schema=pg_schema)
+    peek = connect(url, pg_schema)
+    try:
+        ids = prepare(peek, 4)
+        clock = FakeClock()
+        mine, other = (Leases(LeaseOwner(n), ttl=TTL, clock=clock) for n in ("mine", "other"))
+        assert mine.claim(peek, ids[:2]) == ids[:2] and other.claim(peek, ids[2:3]) == ids[2:3]
+        clock.now += 1
+
+        def state() -> tuple[object, ...]:
+            leases = peek.execute("SELECT item_id, owner, expires_at FROM item_lease ORDER BY item_id").fetchall()
+            items = peek.execute("SELECT id, status FROM knowledge_item ORDER BY id").fetchall()
+            return tuple(leases), tuple(items)
+
+        before = state()
+        operations = {
+            "claim": lambda c: mine.claim(c, ids),
+            "sweep": lambda c: mine.sweep(c),
+            "renew": lambda c: mine.renew(c),
+            "release": lambda c: mine.release(c, ids[:1]),
+            "release all": lambda c: mine.release(c),
+            "take_back": lambda c: complete_items(c, mine.take_back(c, ids)),
+            "lock_held": lambda c: complete_items(c, mine.lock_held(c, ids)),
+            "seize": lambda c: mine.seize(c, ids),
+        }
+        for name, operation in operations.items():
+            seen: list[tuple[object, ...]] = []
+
+            def inside(conn, operation=operation, seen=seen):
+                conn.raw.execute("SELECT 1").fetchall()  # a fetched read first: the pipeline unsynced
+                operation(conn.raw)
+                conn.raw.execute("SELECT 1").fetchall()
+                seen.append(state())  # mid-transaction, from another connection
+                raise RuntimeError("the caller's write fails after it")
+
+            with pytest.raises(RuntimeError):
+                await db.run_in_transaction(inside)
+            assert seen == [before], f"{name} committed inside the caller's transaction"
+            assert state() == before, f"{name} survived the caller's rollback"
+    finally:
+        peek.close()
+        await db.close()

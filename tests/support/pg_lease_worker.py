@@ -32,7 +32,7 @@ import numpy as np
 import psycopg
 
 from ktui.core.store.postgres.leases import LeaseOwner, Leases
-from tests.support.pg_leases import TableClock, complete_items, connect
+from tests.support.pg_leases import TableClock, complete, complete_items, connect
 
 TTL = 30.0
 DIMS = 16
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
             vectors = embedder.embed([f"text of {i}" for i in ids])
             if store is not None:  # not yet guarded by the lease (docs/postgres.md): the completion decides
                 store.replace_items([(i, [Chunk(f"text of {i}", {})], vectors[k : k + 1]) for k, i in enumerate(ids)])
-        done = leases.complete(con, ids, finish)
+        done = complete(leases, con, ids, finish)
         if done.held:
             print("done", *done.held, flush=True)
         if done.lost:

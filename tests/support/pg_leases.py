@@ -11,7 +11,9 @@ show there twice.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -20,6 +22,7 @@ BASE = "lease-base"
 START = 1_000_000.0  # the fake clock's epoch seconds at the start of a test
 CLOCK_DDL = "CREATE TABLE IF NOT EXISTS test_clock (one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one), now DOUBLE PRECISION NOT NULL)"
 LOG_TABLES = ("done", "work_log", "lost")  # (item_id, worker): completions, items started, completions refused
+T = TypeVar("T")
 
 
 def connect(url: str, schema: str) -> psycopg.Connection[Any]:
@@ -87,3 +90,33 @@ def completions(con: psycopg.Connection[Any]) -> dict[str, int]:
         "SELECT k.id, count(d.item_id) FROM knowledge_item k LEFT JOIN done d ON d.item_id = k.id GROUP BY k.id"
     ).fetchall()
     return {r[0]: int(r[1]) for r in rows}
+
+
+@dataclass(frozen=True)
+class Completion(Generic[T]):
+    """What `complete` did: the items whose leases were still held (and so written), those
+    lost to another owner (nothing written for them), and what the write returned (None
+    when nothing was held and nothing ran)."""
+
+    held: list[str]
+    lost: list[str]
+    result: T | None
+
+
+def complete(leases: Any, con: psycopg.Connection[Any], item_ids: Sequence[str],
+             write: Callable[[psycopg.Connection[Any], list[str]], T]) -> Completion[T]:
+    """A worker's completion as the runtime does it (PgWorkClaims' guard): in one
+    transaction take this owner's leases back (``Leases.take_back``) and write the outcome
+    of exactly the held items; none held, nothing written. Whatever `write` raises rolls
+    it all back (the leases stay). `con` is autocommit: the transaction is this call's own
+    (inside a catalogue transaction the runtime calls take_back itself, never this)."""
+    ids = sorted(set(item_ids))
+    if not ids:
+        return Completion([], [], None)
+    assert con.autocommit, "complete() opens its own transaction"
+    result: T | None = None
+    with con.transaction():
+        held = leases.take_back(con, ids)
+        if held:
+            result = write(con, held)
+    return Completion(held, [i for i in ids if i not in set(held)], result)

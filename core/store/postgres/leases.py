@@ -16,12 +16,13 @@ its **lease**: a row of ``item_lease`` (item, owner, expiry). A runtime
   every runtime, instead of once at open in the lock holder. ``FOR NO KEY UPDATE SKIP
   LOCKED`` lets several sweepers take different items instead of queueing behind each
   other on the same ones;
-* **completes** under the lease (:meth:`Leases.complete`): the caller's completion or
-  failure write and ``DELETE FROM item_lease WHERE item_id = … AND owner = me`` commit
-  in one transaction. A worker that lost its lease (it stalled past the expiry and
-  another runtime took the item over) deletes zero rows, so the transaction is rolled
-  back and its result is never written: the new owner's is. An expired lease nobody
-  took over is still the owner's (nobody else did the work), so it completes.
+* **completes** under the lease (:meth:`Leases.take_back`, inside the catalogue
+  transaction that writes the completion or failure: ``PgWorkClaims``' guard,
+  work_claims.py): ``DELETE FROM item_lease WHERE item_id = … AND owner = me`` and the
+  caller's write of exactly the items still held commit together. A worker that lost
+  its lease (it stalled past the expiry and another runtime took the item over) deletes
+  zero rows, so its result is never written: the new owner's is. An expired lease
+  nobody took over is still the owner's (nobody else did the work), so it completes.
 
 **Time.** Expiry compares ``expires_at`` (epoch seconds) with *now*. By default now is
 the database server's clock (``statement_timestamp()``: one time source for every
@@ -30,7 +31,7 @@ dead ones; stable within a statement). A ``clock`` callable (returning epoch sec
 replaces it: tests advance a fake clock instead of sleeping through a TTL.
 
 **Locks.** Every operation that touches both tables locks the item row before the
-lease row (claim ``FOR SHARE``, sweep ``FOR NO KEY UPDATE SKIP LOCKED``, complete ``FOR
+lease row (claim ``FOR SHARE``, sweep ``FOR NO KEY UPDATE SKIP LOCKED``, take-back ``FOR
 NO KEY UPDATE``), so the three never deadlock one another; a claim or a sweep waits
 for a completion in flight and then sees the item is no longer `processing`. A
 statement that still loses a deadlock (a renewal and a takeover crossing on many rows)
@@ -39,8 +40,10 @@ is retried.
 The table is a catalogue migration (``LEASE_MIGRATION``, in
 ``catalogue_schema.PG_MIGRATIONS``). The functions take a psycopg connection with the
 catalogue's schema on its search path: autocommit (each call its own transaction), or
-the raw connection of a catalogue write transaction (``SyncConn.raw``), where
-:meth:`Leases.complete` runs in a savepoint of it.
+the raw connection of a catalogue write transaction (``SyncConn.raw``), whose statements
+they join; none of them opens a transaction of its own (psycopg's ``transaction()`` on
+that pipelined connection can read it as idle and COMMIT the caller's early, see
+``_atomic`` in store.py).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import secrets
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NewType, TypeVar
+from typing import Any, NewType
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -58,8 +61,6 @@ from psycopg import errors as pg_errors
 from ktui.core.models import CONTAINER_TYPES
 
 from .notify import ORIGIN_SETTING
-
-T = TypeVar("T")
 
 LeaseOwner = NewType("LeaseOwner", str)
 """Who holds a lease: ``<host>:<pid>:<random>``, one per runtime (a restarted process on
@@ -153,26 +154,11 @@ def new_owner() -> LeaseOwner:
 
 
 @dataclass(frozen=True)
-class Completion(Generic[T]):
-    """What :meth:`Leases.complete` did: the items whose leases were still held (and so
-    written), those lost to another owner (nothing written for them), and what the
-    caller's write returned (None when nothing was held and nothing ran)."""
-
-    held: list[str]
-    lost: list[str]
-    result: T | None
-
-
-@dataclass(frozen=True)
 class Holder:
     """Who holds an item's lease, and until when (epoch seconds)."""
 
     owner: str
     expires_at: float
-
-
-class _Lost(Exception):
-    """Raised inside a completion transaction to roll it back: no lease was held."""
 
 
 class Leases:
@@ -249,36 +235,6 @@ class Leases:
         ids = list(dict.fromkeys(item_ids))
         return self._retrying(con, _RELEASE, self._params(ids=ids)).rowcount if ids else 0
 
-    def complete(
-        self,
-        con: psycopg.Connection[Any],
-        item_ids: Sequence[str],
-        write: Callable[[psycopg.Connection[Any], list[str]], T],
-    ) -> Completion[T]:
-        """Write the outcome of these items only while holding their leases.
-
-        In one transaction: lock the items' rows, delete this owner's leases of them
-        (``RETURNING``: the ones still held), then ``write(con, held)`` — the completion
-        or failure of exactly the held items — and commit. When none is held the
-        transaction is rolled back before `write` runs: a worker that lost every lease
-        writes nothing. Whatever `write` raises rolls everything back (the leases stay).
-        """
-        ids = sorted(set(item_ids))
-        if not ids:
-            return Completion([], [], None)
-        held: list[str] = []
-        result: T | None = None
-        try:
-            with con.transaction():
-                held = self.take_back(con, ids)
-                if not held:
-                    raise _Lost
-                result = write(con, held)
-        except _Lost:
-            pass
-        lost = [i for i in ids if i not in set(held)]
-        return Completion(held, lost, result)
-
     def take_back(self, con: psycopg.Connection[Any], item_ids: Sequence[str]) -> list[str]:
         """Inside the caller's transaction (the catalogue write that completes or fails
         these items): lock the items, delete this owner's leases of them, and return the
@@ -339,7 +295,6 @@ __all__ = [
     "LEASE_TTL",
     "SWEEP_LIMIT",
     "Clock",
-    "Completion",
     "Holder",
     "LeaseOwner",
     "Leases",
