@@ -47,6 +47,10 @@ class FileTree(DirectoryTree):
         return [p for p in paths if not p.name.startswith(".")]
 
 
+FIRST_FIELD = {"file": "#file-tree", "folder": "#folder-tree", "url": "#url-input",
+               "sitemap": "#sitemap-input", "note": "#note-text"}  # what a tab focuses when it opens
+
+
 class AddItemsScreen(FormDialog):
     """dismiss(list[KnowledgeItem]) once accepted, None on cancel."""
 
@@ -90,9 +94,15 @@ class AddItemsScreen(FormDialog):
         return literal(f"{title} {self.key(f'add.{tab}')}")
 
     def action_tab(self, tab: str) -> None:
-        """Switch tab with one key (F2 … F6 by default), from any field of the dialog."""
+        """Switch tab with one key (F2 … F6 by default), from any field of the dialog.
+
+        By focusing the tab's first field, not by setting `TabbedContent.active`: set from
+        here (the screen's handler), the tabs' own TabActivated escapes the TabbedContent's
+        `prevent` and the pane that still held the focus took the tab back, the two
+        switching back and forth for seconds (F3 from the file tree ended on the file tab).
+        A focused field activates its pane through the TabbedContent itself."""
         if tab in TABS:
-            self.query_one(TabbedContent).active = tab
+            self.query_one(FIRST_FIELD[tab]).focus()
 
     def on_mount(self) -> None:
         self.show_error(None)
@@ -100,8 +110,7 @@ class AddItemsScreen(FormDialog):
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.active_tab = event.pane.id or self.active_tab
-        focus = {"file": "#file-tree", "folder": "#folder-tree", "url": "#url-input",
-                 "sitemap": "#sitemap-input", "note": "#note-text"}.get(event.pane.id or "")
+        focus = FIRST_FIELD.get(event.pane.id or "")
         if focus:
             self.query_one(focus).focus()
 
