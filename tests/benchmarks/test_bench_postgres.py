@@ -30,6 +30,7 @@ from ktui.core.models import Chunk
 from ktui.core.store import StoreManager
 from ktui.core.store.postgres import PgStoreManager, PgTuning
 from ktui.core.store.postgres.schema import REGISTRY, hnsw_index_name
+from ktui.core.store.postgres.store import ef_search_for
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(0)]  # a 1M run takes far longer than the default limit
 
@@ -164,7 +165,9 @@ def test_postgres_next_to_sqlite(tmp_path: Path, postgres_server, pg_schema) -> 
     exact50 = [pstore.search_vector(v, K, exact=True) for v in q[:50]]
     r100 = recall(exact50, [pstore.search_vector(v, K) for v in q[:50]])
     r200 = recall(exact50, [pstore.search_vector(v, POOL)[:K] for v in q[:50]])
-    line("recall@10 HNSW vs exact, 50 queries (ef_search 100 / 200)", f"{r100:.3f} / {r200:.3f}", ">= 0.95")
+    ef10, ef200 = ef_search_for(N, K, pg.tuning), ef_search_for(N, POOL, pg.tuning)
+    line(f"recall@10 HNSW vs exact, 50 queries, top-{K} / top-{POOL} (ef_search {ef10} / {ef200}: ef_search_for)",
+         f"{r100:.3f} / {r200:.3f}", ">= 0.95")
     lite10 = timed(lambda i: sstore.search_vector(q[i], K), runs)
     hnsw10 = timed(lambda i: pstore.search_vector(q[i], K), runs)
     line("k=10 at full size: PostgreSQL HNSW / SQLite", f"{pct(hnsw10)} / {pct(lite10)}", "HNSW <= 10 ms")
