@@ -40,6 +40,7 @@ from ktui.core.embeddings.profiles import with_window_overflow
 from ktui.core.errors import DiskFullError, IngestError, KnowledgeError, TaskInterrupted
 from ktui.core.ingest.kinds import is_plain_text
 from ktui.core.models import Chunk, FileItemData, ItemData, ItemPhase, ItemStatus, KnowledgeBase, KnowledgeItem
+from ktui.core.runtime.failing import fail_held
 from ktui.core.runtime.indexing import PendingWrite, PhaseWrite
 from ktui.core.runtime.queue import InterruptReason, InterruptToken, Settle, Task
 from ktui.core.runtime.recovery import SHUTDOWN_MESSAGE, describe_error
@@ -131,11 +132,15 @@ class BatchIndexer:
         self, base: KnowledgeBase, items: Sequence[KnowledgeItem], message: str, *, remove_vectors: bool = True
     ) -> None:
         """`fail` for several items of one base with one message: one store transaction,
-        one catalogue transaction (a batch's files; never on a shared catalogue)."""
+        one catalogue transaction (a batch's files). On a shared catalogue (where batches
+        are off today) as `fail` there: one transaction, only the items still held."""
         runtime = self.runtime
         if not items:
             return
         ids = [i.id for i in items]
+        if runtime.claims.shared:
+            await fail_held(runtime, base, ids, message, remove_vectors=remove_vectors)
+            return
         try:
             if remove_vectors and base.dimensions is not None:
                 async with runtime.lock(base.id):

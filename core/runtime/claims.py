@@ -22,6 +22,9 @@ the runtime skips every call). On PostgreSQL every process may index
 * guards every phase write of a leaf with ``holding`` (the items still held, locked
   until the write commits, claims kept): a process that lost an item writes nothing
   more for it, and its task ends quietly;
+* guards a failure's removal of the item's vectors with ``failing`` (in the
+  transaction that records the failure, for the items still held): a process that
+  lost an item never removes the vectors its new holder wrote;
 * ``seize``\ s the items a delete or a reindex resets, from whoever holds them: the
   other process's completion and phase writes are refused from then on, and it hears
   that its task for them must stop (core/runtime/remote_interrupts.py);
@@ -84,6 +87,14 @@ class WorkClaims(Protocol):
         caller writes the chunks itself first (one indexer: nobody to race)."""
         ...
 
+    def failing(self, store: ChunkStore, item_ids: Sequence[str]) -> WriteGuard | None:
+        """The guard of a failure write that also removes the failing items' vectors, in
+        the same transaction and only for the items still held (their claims given back
+        there, as ``guard``): a process whose claim was taken over never deletes the
+        vectors the new holder wrote. None: the caller removes them itself first (one
+        writer: nobody to race)."""
+        ...
+
     async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:
         """Take these items' claims where nobody else holds them and the item is
         `processing` (whatever its status with `any_status`: a folder's refresh starts on a
@@ -127,6 +138,9 @@ class NoClaims:
     holding: WriteGuard | None = None
 
     def completing(self, store: ChunkStore, entries: Sequence[ChunkEntry]) -> WriteGuard | None:
+        return None
+
+    def failing(self, store: ChunkStore, item_ids: Sequence[str]) -> WriteGuard | None:
         return None
 
     async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:

@@ -46,6 +46,7 @@ from ktui.core.runtime.batches import BatchIndexer
 from ktui.core.runtime.claims import NO_CLAIMS, WorkClaims
 from ktui.core.runtime.disk_space import SpaceGuard
 from ktui.core.runtime.events import EventBus
+from ktui.core.runtime.failing import fail_held
 from ktui.core.runtime.following import FolderFollowing, ProcessClaims
 from ktui.core.runtime.heartbeat import Heartbeat
 from ktui.core.runtime.indexing import LeafIndexer, ocr_options_for
@@ -440,9 +441,13 @@ class KnowledgeRuntimeService:
     async def fail(
         self, base: KnowledgeBase, item: KnowledgeItem, message: str, *, remove_vectors: bool = True
     ) -> None:
-        """Remove what the item wrote and record the failure. Never raises for a vanished item."""
-        if self.claims.shared and not await self.claims.claim([item.id]):
-            return  # another process took it over: its vectors and its state are that one's now
+        """Remove what the item wrote and record the failure. Never raises for a vanished item.
+        On a shared catalogue both happen in one transaction, only while this process still
+        holds the item (claims.py ``failing``): one that lost it to another process leaves
+        that one's vectors and state alone."""
+        if self.claims.shared:
+            await fail_held(self, base, [item.id], message, remove_vectors=remove_vectors)
+            return
         try:
             if remove_vectors and base.dimensions is not None:
                 async with self.lock(base.id):

@@ -86,6 +86,20 @@ class PgWorkClaims:
 
         return guard
 
+    def failing(self, store: Any, item_ids: Sequence[str]) -> WriteGuard:
+        """Take the leases back, then remove the held items' vectors in the same transaction
+        (``PgBaseStore.delete_items(con=)``, a savepoint of it): the failure row, the
+        removal and the release commit together, or none does."""
+
+        def guard(conn: SyncConn, ids: list[str]) -> list[str]:
+            held = self._guard(conn, ids)
+            if held:
+                assert isinstance(conn, PgSyncConn)  # checked by _guard
+                store.delete_items(held, con=conn.raw)
+            return held
+
+        return guard
+
     async def _run(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         def run() -> T:
             with self._pool.connection() as con:
