@@ -77,6 +77,10 @@ class SyncConn(Protocol):
 
     def execute(self, sql: str, parameters: Any = ..., /) -> SyncCursor: ...
 
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> object:
+        """Many rows of one statement (on PostgreSQL multi-row ``VALUES``, as `AsyncConn`'s)."""
+        ...
+
 
 WriteGuard = Callable[[SyncConn, list[str]], list[str]]
 """Called first inside a completion or failure write's transaction with the items it is

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ktui.core.catalogue import SyncConn, WriteGuard
+from ktui.core.data.guarded_writes import check_parent, child_rows, insert_children, require_all, write_data
 from ktui.core.data.item_service import ChildSpec, KnowledgeItemService, id_chunks, marks
 from ktui.core.data.item_validation import require_phase, require_status
 from ktui.core.data.rows import ITEM_COLUMNS, data_to_json, item_from_row
@@ -85,32 +86,21 @@ class ItemWrites(KnowledgeItemService):
             return await self._get_many(conn, [r[0] for r in rows])
 
     async def create_children(
-        self, base_id: str, parent_id: str, children: Sequence[ChildSpec]
+        self, base_id: str, parent_id: str, children: Sequence[ChildSpec], *, guard: WriteGuard | None = None
     ) -> list[KnowledgeItem]:
         """Insert a container's expansion (nested directories included) in one transaction.
 
         Leaves start `processing` (queued), nested containers `processing` too
         (they complete by reconciliation once their leaves do). Returns the
-        created items, parents before children.
+        created items, parents before children. With `guard` (called with the parent's
+        id), all or nothing: a refusal raises TaskInterrupted and nothing is inserted.
         """
+        if guard is not None:
+            return await self._db.run_in_transaction(
+                lambda conn: insert_children(conn, base_id, parent_id, children, guard))
         async with self._db.transaction() as conn:
-            parent = await self._get(conn, parent_id)
-            if parent.base_id != base_id:
-                raise ValidationError.field("parent_id", "belongs to another knowledge base")
-            if parent.type not in CONTAINER_TYPES:
-                raise ValidationError.field("parent_id", "group owner must be a directory or sitemap item")
-            now = utc_now()
-            rows: list[tuple[Any, ...]] = []
-
-            def walk(owner: str, specs: Sequence[ChildSpec]) -> None:
-                for spec in specs:
-                    ident = new_id()
-                    rows.append((ident, base_id, owner, spec.type.value, data_to_json(spec.data),
-                                 ItemStatus.PROCESSING.value, None, None, now, now))
-                    if spec.children:
-                        walk(ident, spec.children)
-
-            walk(parent_id, children)
+            check_parent(await self._get(conn, parent_id), base_id)
+            rows = child_rows(base_id, parent_id, children)
             await conn.executemany(
                 f"INSERT INTO knowledge_item ({ITEM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
@@ -215,7 +205,11 @@ class ItemWrites(KnowledgeItemService):
         """Recompute a container (and its ancestors) from its own phase and children."""
         return await self._db.run_in_transaction(lambda conn: _reconcile_many(conn, {container_id}))
 
-    async def update_data(self, item_id: str, data: ItemData) -> KnowledgeItem:
+    async def update_data(self, item_id: str, data: ItemData, *, guard: WriteGuard | None = None) -> KnowledgeItem:
+        """An item's payload. With `guard` (called with the item's id), a refusal raises
+        TaskInterrupted and nothing is written."""
+        if guard is not None:
+            return await self._db.run_in_transaction(lambda conn: write_data(conn, item_id, data, guard))
         async with self._db.transaction() as conn:
             item = await self._get(conn, item_id)
             if type(data) is not type(item.data):
@@ -228,11 +222,14 @@ class ItemWrites(KnowledgeItemService):
 
     # --- deletion ---------------------------------------------------------
 
-    async def delete(self, item_ids: Sequence[str]) -> list[KnowledgeItem]:
-        """Delete items (descendants cascade) and reconcile their surviving parents."""
+    async def delete(self, item_ids: Sequence[str], *, guard: WriteGuard | None = None) -> list[KnowledgeItem]:
+        """Delete items (descendants cascade) and reconcile their surviving parents. With
+        `guard`, all or nothing: a refusal raises TaskInterrupted and nothing is deleted."""
         ids = list(dict.fromkeys(item_ids))
 
         def run(conn: SyncConn) -> list[KnowledgeItem]:
+            if guard is not None:
+                require_all(guard, conn, ids)
             parents: set[str] = set()
             for part in id_chunks(ids):
                 in_list = marks(len(part))

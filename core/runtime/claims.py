@@ -22,9 +22,12 @@ the runtime skips every call). On PostgreSQL every process may index
 * guards every phase write of a leaf with ``holding`` (the items still held, locked
   until the write commits, claims kept): a process that lost an item writes nothing
   more for it, and its task ends quietly;
-* guards a failure's removal of the item's vectors with ``failing`` (in the
-  transaction that records the failure, for the items still held): a process that
-  lost an item never removes the vectors its new holder wrote;
+* guards every write of a folder or sitemap being prepared or refreshed (its phase,
+  its payload, its children created, re-queued or removed with their vectors) with
+  ``holding_container``, and a failure's removal of the item's vectors with
+  ``failing`` (in the transaction that records the failure, for the items still held):
+  a process that lost a container writes nothing more under it, and one that lost an
+  item never removes the vectors its new holder wrote;
 * ``seize``\ s the items a delete or a reindex resets, from whoever holds them: the
   other process's completion and phase writes are refused from then on, and it hears
   that its task for them must stop (core/runtime/remote_interrupts.py);
@@ -95,6 +98,17 @@ class WorkClaims(Protocol):
         writer: nobody to race)."""
         ...
 
+    def holding_container(self, item_id: str, *, store: ChunkStore | None = None,
+                          vectors_of: Sequence[str] = ()) -> WriteGuard | None:
+        """The guard of a write made while preparing or refreshing the folder or sitemap
+        `item_id` (its phase or payload, its children created, re-queued, re-stamped or
+        removed): (connection, ids) -> all of `ids` while this process holds the
+        container, else none; the container and `ids` stay locked until that write
+        commits (no takeover in between), the claim is kept. With `store`, the vectors
+        of `vectors_of` (children removed with the write) go in that transaction too.
+        None: one writer, nothing to check."""
+        ...
+
     async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:
         """Take these items' claims where nobody else holds them and the item is
         `processing` (whatever its status with `any_status`: a folder's refresh starts on a
@@ -141,6 +155,10 @@ class NoClaims:
         return None
 
     def failing(self, store: ChunkStore, item_ids: Sequence[str]) -> WriteGuard | None:
+        return None
+
+    def holding_container(self, item_id: str, *, store: ChunkStore | None = None,
+                          vectors_of: Sequence[str] = ()) -> WriteGuard | None:
         return None
 
     async def claim(self, item_ids: Sequence[str], *, any_status: bool = False) -> list[str]:

@@ -6,6 +6,12 @@ container is reconciled from its children. A folder prepared again (a refresh fr
 the watcher, or at open) is brought in line with what is on disk: files gone are
 deleted with their vectors, new ones created, changed ones reindexed (refresh.py
 plans it).
+
+On a shared catalogue (PostgreSQL) each of those writes lands only while this process
+still holds the container's claim, checked inside the write's own transaction
+(``WorkClaims.holding_container``): a process whose claim expired and was taken over
+writes no phase, no payload and no child of it any more (nor removes one, nor its
+vectors), and its task ends quietly. On SQLite nothing is checked (one writer).
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ktui.core.catalogue import SyncConn, WriteGuard
 from ktui.core.data.item_service import ChildSpec
-from ktui.core.errors import IngestError, KnowledgeError
+from ktui.core.errors import IngestError, KnowledgeError, TaskInterrupted
 from ktui.core.models import (
     CONTAINER_TYPES,
     DirectoryItemData,
@@ -34,6 +41,7 @@ from ktui.core.runtime.queue import InterruptReason, InterruptToken, Task, TaskK
 if TYPE_CHECKING:
     from ktui.core.ingest.expand import DirectoryListing
     from ktui.core.runtime.service import KnowledgeRuntimeService
+    from ktui.core.store import ChunkStore
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +112,36 @@ class ContainerPreparer:
                 return
             item = await self.runtime.items.get(item_id)
             # no interruption: the refresh leaves queued files alone and restarts running ones it must
-            await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING)
+            await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING, guard=self._guard(item.id))
             self.runtime.queue.enqueue(TaskKind.PREPARE_ROOT, base_id, item_id)
+        except TaskInterrupted:
+            return  # taken over since the claim: the other process refreshes it
         except KnowledgeError:
             self.runtime.watcher.unwatch(item_id)  # the item is gone
         except Exception:
             log.exception("could not start the refresh of %s", item_id)
         finally:
             self._refreshing.discard(item_id)
+
+    def _guard(self, item_id: str, *, store: ChunkStore | None = None, vectors_of: list[str] | None = None) -> WriteGuard | None:
+        """A write made for the container `item_id` (module docstring): None on SQLite;
+        on a shared catalogue the guard raises TaskInterrupted, in the write's transaction
+        (so nothing of it lands), once this process no longer holds the container."""
+        claims = self.runtime.claims
+        if not claims.shared:
+            return None
+        inner = claims.holding_container(item_id, store=store, vectors_of=vectors_of or ())
+        if inner is None:
+            return None
+        held_check = inner
+
+        def guard(conn: SyncConn, ids: list[str]) -> list[str]:
+            allowed = held_check(conn, ids)
+            if set(allowed) != set(ids):
+                raise TaskInterrupted("claimed by another process")
+            return allowed
+
+        return guard
 
     async def run(self, task: Task, base: KnowledgeBase, item: KnowledgeItem) -> bool:
         try:
@@ -129,17 +159,19 @@ class ContainerPreparer:
         from ktui.core.ingest import expand_sitemap
 
         token.check()
-        await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING, ItemPhase.PREPARING)
+        guard = self._guard(item.id)
+        await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING, ItemPhase.PREPARING, guard=guard)
         if isinstance(item.data, DirectoryItemData):
             await self._prepare_directory(token, base, item)
         elif isinstance(item.data, SitemapItemData):
             urls = await token.run(expand_sitemap(item.data.url, self.runtime.settings.ingest, self.runtime.fetcher))
             token.check()
             specs = [ChildSpec(ItemType.URL, UrlItemData(url=u, source=u)) for u in urls]
-            await self._create_children(base, item.id, specs)
+            await self._create_children(base, item.id, item.id, specs)
         else:  # pragma: no cover - only containers are prepared
             raise IngestError(f"{item.type} items are not containers")
-        await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING)  # phase cleared: reconciled from the children
+        # phase cleared: reconciled from the children
+        await self.runtime.state.set_status(item.id, ItemStatus.PROCESSING, guard=guard)
 
     async def _prepare_directory(self, token: InterruptToken, base: KnowledgeBase, item: KnowledgeItem) -> None:
         """Walk the folder and bring the children in line with it (all new the first time)."""
@@ -158,7 +190,7 @@ class ContainerPreparer:
             # searchable. A watched one stays watched: the watcher refreshes it once it is back.
             if existing:
                 token.check()
-                await self._remove_children(base, existing, [c for c in existing if c.group_id == item.id])
+                await self._remove_children(base, item.id, existing, [c for c in existing if c.group_id == item.id])
             raise
         token.check()
         signature = chunking_signature(base.chunk_size, base.chunk_overlap)
@@ -168,17 +200,18 @@ class ContainerPreparer:
         if plan.delete:
             below = {c.id for c in await self.runtime.items.descendants([d.id for d in plan.delete])}
             doomed = [c for c in existing if c.id in below] + plan.delete
-            await self._remove_children(base, doomed, plan.delete)
+            await self._remove_children(base, item.id, doomed, plan.delete)
+        guard = self._guard(item.id)
         for child, data in plan.touch:
-            await self.runtime.state.update_data(child.id, data)
+            await self.runtime.state.update_data(child.id, data, guard=guard)
         for parent_id, specs in plan.create.items():
-            await self._create_children(base, parent_id, specs)
+            await self._create_children(base, item.id, parent_id, specs)
         await self._record_skipped(item, listing)
         if plan.reindex:
             ids = [c.id for c in plan.reindex]
             # a leaf being read right now may have read the old content: start it again
             await self.runtime.interrupt_and_wait([i for i in ids if self.runtime.queue.is_running(i)], InterruptReason.REINDEX)
-            await self.runtime.state.set_status_many(ids, ItemStatus.PROCESSING)
+            await self.runtime.state.set_status_many(ids, ItemStatus.PROCESSING, guard=guard)
             self.runtime.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, ids)
 
     async def _record_skipped(self, item: KnowledgeItem, listing: DirectoryListing) -> None:
@@ -187,17 +220,27 @@ class ContainerPreparer:
         report = listing.skipped.as_dict() if listing.skipped is not None and listing.skipped.total else None
         current = await self.runtime.items.get(item.id)
         if isinstance(current.data, DirectoryItemData) and current.data.skipped != report:
-            await self.runtime.state.update_data(item.id, replace(current.data, skipped=report))
+            await self.runtime.state.update_data(item.id, replace(current.data, skipped=report),
+                                                 guard=self._guard(item.id))
 
-    async def _create_children(self, base: KnowledgeBase, parent_id: str, specs: list[ChildSpec]) -> None:
-        created = await self.runtime.state.create_children(base.id, parent_id, specs)
+    async def _create_children(self, base: KnowledgeBase, root_id: str, parent_id: str, specs: list[ChildSpec]) -> None:
+        created = await self.runtime.state.create_children(base.id, parent_id, specs, guard=self._guard(root_id))
         self.runtime.queue.enqueue_many(TaskKind.INDEX_LEAF, base.id, [c.id for c in created if c.type not in CONTAINER_TYPES])
 
     async def _remove_children(
-        self, base: KnowledgeBase, doomed: list[KnowledgeItem], tops: list[KnowledgeItem]
+        self, base: KnowledgeBase, root_id: str, doomed: list[KnowledgeItem], tops: list[KnowledgeItem]
     ) -> None:
-        """Delete children with their vectors: interrupt, vectors first, then the rows."""
+        """Delete children of the container `root_id` with their vectors: interrupt, vectors
+        first, then the rows; on a shared catalogue both in one transaction, under the
+        container's claim."""
         ids = [c.id for c in doomed]
+        leaves = [c.id for c in doomed if c.type not in CONTAINER_TYPES]
         await self.runtime.interrupt_and_wait(ids, InterruptReason.DELETE)
-        await self.runtime.delete_vectors(base, [c.id for c in doomed if c.type not in CONTAINER_TYPES])
+        if self.runtime.claims.shared:
+            store = await self.runtime.store(base) if leaves and base.is_usable else None
+            async with self.runtime.lock(base.id):  # the base's vector writes, as delete_vectors
+                await self.runtime.state.delete(base.id, [t.id for t in tops], ids,
+                                                guard=self._guard(root_id, store=store, vectors_of=leaves))
+            return
+        await self.runtime.delete_vectors(base, leaves)
         await self.runtime.state.delete(base.id, [t.id for t in tops], ids)

@@ -70,11 +70,13 @@ class StateWriter:
             self._publish(created)
         return created
 
-    async def create_children(self, base_id: str, parent_id: str, specs: Sequence[ChildSpec]) -> list[KnowledgeItem]:
+    async def create_children(self, base_id: str, parent_id: str, specs: Sequence[ChildSpec], *,
+                              guard: WriteGuard | None = None) -> list[KnowledgeItem]:
         """Insert a container's expansion in one transaction; one ``ItemsAdded`` per parent
         (no ``ItemChanged`` per child: a folder of 100,000 files would send as many, and
-        a new child's state is `processing`, what ``ItemsAdded`` already implies)."""
-        created = await self._items.create_children(base_id, parent_id, specs)
+        a new child's state is `processing`, what ``ItemsAdded`` already implies). A
+        `guard` that refuses raises TaskInterrupted: nothing inserted, no event."""
+        created = await self._items.create_children(base_id, parent_id, specs, guard=guard)
         by_parent: dict[str | None, list[str]] = {}
         for child in created:
             by_parent.setdefault(child.group_id, []).append(child.id)
@@ -144,9 +146,10 @@ class StateWriter:
         self._publish(changed)
         return changed
 
-    async def update_data(self, item_id: str, data: ItemData) -> KnowledgeItem:
-        """An item's payload (e.g. a folder's `watch` flag, a refreshed file's stamp)."""
-        updated = await self._items.update_data(item_id, data)
+    async def update_data(self, item_id: str, data: ItemData, *, guard: WriteGuard | None = None) -> KnowledgeItem:
+        """An item's payload (e.g. a folder's `watch` flag, a refreshed file's stamp); a
+        `guard` that refuses raises TaskInterrupted (nothing written)."""
+        updated = await self._items.update_data(item_id, data, guard=guard)
         self._publish([updated])
         return updated
 
@@ -166,11 +169,13 @@ class StateWriter:
     # --- items: deletion -----------------------------------------------------
 
     async def delete(
-        self, base_id: str, item_ids: Sequence[str], removed: Iterable[str] = ()
+        self, base_id: str, item_ids: Sequence[str], removed: Iterable[str] = (), *, guard: WriteGuard | None = None
     ) -> list[KnowledgeItem]:
         """Delete items (their subtrees cascade). ``ItemsRemoved`` names `item_ids` and the
-        `removed` descendants the caller looked up; reconciled parents get ``ItemChanged``."""
-        changed = await self._items.delete(item_ids)
+        `removed` descendants the caller looked up; reconciled parents get ``ItemChanged``.
+        A `guard` (called with `item_ids`) that refuses raises TaskInterrupted: nothing
+        deleted, no event."""
+        changed = await self._items.delete(item_ids, guard=guard)
         gone = tuple(dict.fromkeys([*item_ids, *removed]))
         if gone:
             self.bus.publish(ItemsRemoved(base_id, gone))

@@ -1,6 +1,7 @@
-"""A process whose lease was taken over writes nothing more for the item: a failure's
-vector removal is checked against the lease inside its own transaction
-(core/runtime/failing.py, claims.py). Two runtimes on one real PostgreSQL schema
+"""A process whose lease was taken over writes nothing more for the item: a container's
+prepare (its `preparing` phase, its children) and a failure's vector removal are
+checked against the lease inside their own transaction (core/runtime/preparing.py,
+core/runtime/failing.py, claims.py). Two runtimes on one real PostgreSQL schema
 (pgserver), real chunk stores, a real HTTP embedding server; A is held at a chosen
 point by a gate, its lease expires on the injected clock (no sleeping through a TTL)
 and B takes the item over and finishes it before A goes on."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +20,13 @@ pytest.importorskip("psycopg")
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
-from ktui.core.models import ItemStatus  # noqa: E402
+from ktui.core.data.validation import ValidItem  # noqa: E402
+from ktui.core.models import DirectoryItemData, ItemStatus, ItemType  # noqa: E402
 from ktui.core.runtime.invariants import check_invariants  # noqa: E402
 from ktui.core.store.postgres import PgStoreManager  # noqa: E402
 from tests.support.embedding_server import embedding_server_fixture  # noqa: E402
-from tests.support.pg_runtimes import TTL, FakeClock, Runtime, make_notes, runtime_on, statuses  # noqa: E402
+from tests.support.pg_runtimes import TTL, FakeClock, Runtime, make_notes, runtime_on, statuses, until  # noqa: E402
+from tests.support.services import FAKE_MODEL  # noqa: E402
 
 server = embedding_server_fixture(64)
 DIMS = 64
@@ -91,3 +95,69 @@ async def test_a_late_failure_removes_none_of_the_new_holders_vectors(
         assert {c.id for c in store.list_chunks([note])} == by_b  # B's vectors untouched
         assert lease_rows(url, pg_schema) == []
         await no_problems(a, b)
+
+
+async def make_folder(r: Runtime, url: str, schema: str, folder: Path, files: int) -> tuple[str, str]:
+    """A base with its chunk table and one folder item of `files` notes on disk."""
+    folder.mkdir()
+    for k in range(files):
+        (folder / f"note-{k}.md").write_text(f"# Note {k}\n\nA file about lease guards, number {k}.\n")
+    base = await r.state.create_base(name="folders", embedding_model_id=FAKE_MODEL, dimensions=DIMS)
+    PgStoreManager(url, schema=schema).create(base.id, DIMS)
+    [root] = await r.state.create_roots(
+        base.id, [ValidItem(ItemType.DIRECTORY, DirectoryItemData(path=str(folder), source=str(folder)))])
+    return base.id, root.id
+
+
+@pytest.mark.parametrize("where", ["preparing", "children"])
+async def test_a_late_prepare_writes_neither_phase_nor_children(where, postgres_server, pg_schema, tmp_path, server):
+    """A prepares a folder and stalls before its `preparing` write (``preparing``) or
+    before it creates the children it walked (``children``); its lease expires and B
+    takes the folder over, prepares and indexes it to `completed`. When A goes on, its
+    write is refused in its own transaction: no `preparing` over B's completed folder,
+    no second set of children; A's task ends quietly (neither done nor failed)."""
+    url, clock = postgres_server.url, FakeClock()
+    async with runtime_on(url, pg_schema, tmp_path / "a", server.url, "a", clock) as a, \
+            runtime_on(url, pg_schema, tmp_path / "b", server.url, "b", clock) as b:
+        base_id, folder_id = await make_folder(a, url, pg_schema, tmp_path / "docs", 3)
+        first, second, preparer = Gate(), Gate(), a.runtime.preparer
+        if where == "preparing":  # held before its `preparing` write, and (if it lands) right after it
+            preparer._steps = first.wrap(preparer._steps)  # type: ignore[method-assign]
+            preparer._prepare_directory = second.wrap(preparer._prepare_directory)  # type: ignore[method-assign]
+        else:  # held once it has walked the folder, before it creates the children
+            preparer._create_children = second.wrap(preparer._create_children)  # type: ignore[method-assign]
+        held = first if where == "preparing" else second
+        try:
+            a.runtime.enqueue_items([await a.runtime.items.get(folder_id)])
+            await asyncio.wait_for(held.reached.wait(), 120)
+
+            clock.now += TTL + 1  # A has not renewed: its lease expires
+            assert await b.runtime.recover() == [folder_id]
+            await b.runtime.wait_idle()
+            children = await b.runtime.items.descendants([folder_id])
+            assert len(children) == 3
+            done = await b.runtime.items.get(folder_id)
+            assert (done.status, done.phase) == (ItemStatus.COMPLETED, None)
+            store = PgStoreManager(url, schema=pg_schema).get(base_id, DIMS)
+            chunks = {c.id for c in store.list_chunks([c.id for c in children])}
+
+            if where == "preparing":
+                first.opened.set()
+                await until(lambda: second.reached.is_set() or a.runtime.queue.running_count == 0,
+                            "A's `preparing` write")
+                now = await b.runtime.items.get(folder_id)
+                assert (now.status, now.phase) == (ItemStatus.COMPLETED, None)  # not `preparing` again
+            second.opened.set()
+            await until(lambda: a.runtime.queue.running_count == 0 and a.runtime.queue.pending_count == 0,
+                        "A ending its prepare")
+            await a.runtime.wait_idle()
+            after = await a.runtime.items.get(folder_id)
+            assert (after.status, after.phase, after.error) == (ItemStatus.COMPLETED, None, None)
+            assert {c.id for c in await a.runtime.items.descendants([folder_id])} == {c.id for c in children}
+            assert a.runtime.queue.done == 0 and a.runtime.queue.failed == 0
+            assert {c.id for c in store.list_chunks([c.id for c in children])} == chunks and store.count() == len(chunks)
+            assert lease_rows(url, pg_schema) == []
+            await no_problems(a, b)
+        finally:  # a failed assertion must not leave A held (its close would wait for it)
+            first.opened.set()
+            second.opened.set()

@@ -100,6 +100,24 @@ class PgWorkClaims:
 
         return guard
 
+    def holding_container(self, item_id: str, *, store: Any = None, vectors_of: Sequence[str] = ()) -> WriteGuard:
+        """Lock the container and the rows the write touches (in id order, as a reset's
+        seize locks them) and the container's lease; all of `ids` while it is held, else
+        none. Two statements, whatever the folder's size; with `store`, the removed
+        children's vectors in a savepoint of the same transaction."""
+        doomed = list(vectors_of)
+
+        def guard(conn: SyncConn, ids: list[str]) -> list[str]:
+            if not isinstance(conn, PgSyncConn):
+                raise TypeError("PostgreSQL work claims guard writes of a PostgreSQL catalogue only")
+            if item_id not in self.leases.lock_held(conn.raw, [item_id, *ids]):
+                return []
+            if store is not None and doomed:
+                store.delete_items(doomed, con=conn.raw)
+            return list(ids)
+
+        return guard
+
     async def _run(self, what: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         def run() -> T:
             with self._pool.connection() as con:
