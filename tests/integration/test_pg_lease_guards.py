@@ -161,3 +161,33 @@ async def test_a_late_prepare_writes_neither_phase_nor_children(where, postgres_
         finally:  # a failed assertion must not leave A held (its close would wait for it)
             first.opened.set()
             second.opened.set()
+
+
+async def test_a_refresh_under_the_claim_removes_a_gone_files_row_and_chunks_together(
+    postgres_server, pg_schema, tmp_path, server
+):
+    """The guarded refresh on the ordinary path: a file deleted from a prepared folder
+    loses its row and its chunks in one transaction (under the folder's claim), a new
+    one is created and indexed; nothing is left behind and no lease stays."""
+    url, clock = postgres_server.url, FakeClock()
+    async with runtime_on(url, pg_schema, tmp_path / "a", server.url, "a", clock) as a:
+        base_id, folder_id = await make_folder(a, url, pg_schema, tmp_path / "docs", 3)
+        a.runtime.enqueue_items([await a.runtime.items.get(folder_id)])
+        await a.runtime.wait_idle()
+        store = PgStoreManager(url, schema=pg_schema).get(base_id, DIMS)
+        by_path = {c.data.path: c.id for c in await a.runtime.items.descendants([folder_id])}  # type: ignore[union-attr]
+        gone = by_path[str(tmp_path / "docs" / "note-0.md")]
+        assert store.list_chunks([gone])
+
+        (tmp_path / "docs" / "note-0.md").unlink()
+        (tmp_path / "docs" / "note-9.md").write_text("# Note 9\n\nA new file about refreshes.\n")
+        a.runtime.request_refresh(base_id, folder_id)
+        await until(lambda: not a.runtime.preparer._refreshing, "the refresh queued")
+        await a.runtime.wait_idle()
+        files = {c.data.path: c for c in await a.runtime.items.descendants([folder_id])}  # type: ignore[union-attr]
+        assert sorted(p.rsplit("/", 1)[1] for p in files) == ["note-1.md", "note-2.md", "note-9.md"]
+        assert {c.status for c in files.values()} == {ItemStatus.COMPLETED}
+        assert store.list_chunks([gone]) == [] and store.item_ids() == {c.id for c in files.values()}
+        assert (await a.runtime.items.get(folder_id)).status == ItemStatus.COMPLETED
+        assert lease_rows(url, pg_schema) == []
+        await no_problems(a)
