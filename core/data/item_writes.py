@@ -148,7 +148,7 @@ class ItemWrites(KnowledgeItemService):
             return await self._db.run_in_transaction(lambda conn: _write_status(conn, ids, status, phase, error, data))
 
         def guarded(conn: SyncConn) -> list[KnowledgeItem]:
-            allowed = guard(conn, ids)
+            allowed = set(guard(conn, ids))  # a set: a refresh may write 100,000 ids
             return _write_status(conn, [i for i in ids if i in allowed], status, phase, error, data) if allowed else []
 
         return await self._db.run_in_transaction(guarded)

@@ -103,8 +103,8 @@ class WorkClaims(Protocol):
         """The guard of a write made while preparing or refreshing the folder or sitemap
         `item_id` (its phase or payload, its children created, re-queued, re-stamped or
         removed): (connection, ids) -> all of `ids` while this process holds the
-        container, else none; the container and `ids` stay locked until that write
-        commits (no takeover in between), the claim is kept. With `store`, the vectors
+        container, else none; the container stays locked until that write commits (no
+        takeover in between), the claim is kept. With `store`, the vectors
         of `vectors_of` (children removed with the write) go in that transaction too.
         None: one writer, nothing to check."""
         ...
