@@ -8,7 +8,8 @@ most `REDRAW_SECONDS` apart, on an injected clock so tests need no real time.
 What is followed: the items we queued, every child a container adds below them
 (`ItemsAdded`), and those of the children that already existed below a followed
 folder (one query at the start) that change while we wait: a refresh reads only
-the changed files again, and only those count. While OCR reads scans, the
+the changed files again, and only those count. A base deleted meanwhile (its rows go
+without ItemsRemoved) takes its items out of the count. While OCR reads scans, the
 line also counts their pages (`OCR 3/12 pages`). On a terminal
 (stderr is a tty) one line is redrawn in place: a bar, items done / total,
 chunks, the rate and an ETA. Otherwise (logs, CI, pipes) a summary line is
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ktui.core.errors import KnowledgeError
-from ktui.core.models import ItemChanged, ItemsAdded, ItemsRemoved, ItemStatus, KnowledgeItem, QueueStats
+from ktui.core.models import BaseRemoved, ItemChanged, ItemsAdded, ItemsRemoved, ItemStatus, KnowledgeItem, QueueStats
 from ktui.tui.cli_text import printable
 
 BAR_WIDTH = 24
@@ -66,6 +67,8 @@ class Tally:
         self.status: dict[str, ItemStatus] = {}
         self.completed = 0
         self.failed_ids: dict[str, None] = {}  # insertion-ordered set
+        self._base_of: dict[str, str] = {}
+        self._by_base: dict[str, set[str]] = {}  # a removed base takes its items with it
 
     @property
     def total(self) -> int:
@@ -82,11 +85,14 @@ class Tally:
     def __contains__(self, item_id: object) -> bool:
         return item_id in self.status
 
-    def track(self, item_id: str, status: ItemStatus) -> None:
+    def track(self, item_id: str, status: ItemStatus, base_id: str | None = None) -> None:
         """Start following an item (a no-op for one already followed)."""
         if item_id not in self.status:
             self.status[item_id] = ItemStatus.IDLE
             self.set(item_id, status)
+            if base_id is not None:
+                self._base_of[item_id] = base_id
+                self._by_base.setdefault(base_id, set()).add(item_id)
 
     def set(self, item_id: str, status: ItemStatus) -> bool:
         """Record a followed item's new status; True when it has just failed."""
@@ -102,6 +108,18 @@ class Tally:
         old = self.status.pop(item_id, None)
         if old is not None:
             self._count(item_id, old, -1)
+        base_id = self._base_of.pop(item_id, None)
+        if base_id is not None:
+            self._by_base[base_id].discard(item_id)
+
+    def remove_base(self, base_id: str) -> list[str]:
+        """Stop following every item of a deleted base (its rows went without ItemsRemoved);
+        the ids dropped. O(items of that base), once per deleted base."""
+        gone = list(self._by_base.pop(base_id, ()))
+        for item_id in gone:
+            self._base_of.pop(item_id, None)
+            self.remove(item_id)
+        return gone
 
     def _count(self, item_id: str, status: ItemStatus, sign: int) -> None:
         if status == ItemStatus.COMPLETED:
@@ -271,7 +289,7 @@ class Follower:
         tally = self.tally
         if isinstance(event, ItemChanged):
             if event.item_id not in tally and event.item_id in self.below:
-                tally.track(event.item_id, ItemStatus.PROCESSING)
+                tally.track(event.item_id, ItemStatus.PROCESSING, event.base_id)
             if event.item_id in tally and tally.set(event.item_id, event.status):
                 self._newly_failed.append(event.item_id)
             if event.item_id in tally:
@@ -279,10 +297,13 @@ class Follower:
         elif isinstance(event, ItemsAdded):
             if event.group_id in tally:
                 for item_id in event.item_ids:
-                    tally.track(item_id, ItemStatus.PROCESSING)
+                    tally.track(item_id, ItemStatus.PROCESSING, event.base_id)
         elif isinstance(event, ItemsRemoved):
             for item_id in event.item_ids:
                 tally.remove(item_id)
+                self.ocr.set(item_id, None)
+        elif isinstance(event, BaseRemoved):  # a deleted (or discarded) base: its items are no longer work
+            for item_id in tally.remove_base(event.base_id):
                 self.ocr.set(item_id, None)
         elif isinstance(event, QueueStats):
             self.chunks = max(0, event.chunks - self._chunks_at_start)
@@ -338,7 +359,7 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
         return WaitOutcome()
     follower = Follower(ks, progress, base_ids)
     for root in roots:
-        follower.tally.track(root.id, root.status)
+        follower.tally.track(root.id, root.status, root.base_id)
     containers = [r.id for r in roots if not r.type.is_leaf]
     if containers:  # what already exists below a followed folder: a refresh reads some of it again
         follower.below = set(await ks.statuses_below(containers))

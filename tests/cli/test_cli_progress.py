@@ -42,7 +42,7 @@ class FakeClock:
 
 STATUSES = st.sampled_from(list(ItemStatus))
 OPS = st.lists(
-    st.tuples(st.sampled_from(["track", "set", "remove"]), st.integers(0, 6), STATUSES), max_size=60
+    st.tuples(st.sampled_from(["track", "set", "remove", "remove_base"]), st.integers(0, 6), STATUSES), max_size=60
 )
 
 
@@ -52,16 +52,30 @@ def test_tally_counters_always_match_a_recount(ops):
     for op, n, status in ops:
         item_id = f"i{n}"
         if op == "track":
-            tally.track(item_id, status)
+            tally.track(item_id, status, f"b{n % 2}")
         elif op == "set":
             tally.set(item_id, status)
-        else:
+        elif op == "remove":
             tally.remove(item_id)
+        else:
+            gone = tally.remove_base(f"b{n % 2}")
+            assert not any(i in tally for i in gone)
+            assert not any(int(i[1:]) % 2 == n % 2 for i in tally.status)  # none of that base is left
         counts = Counter(tally.status.values())
         assert tally.total == len(tally.status)
         assert tally.completed == counts[ItemStatus.COMPLETED]
         assert tally.failed == counts[ItemStatus.FAILED]
         assert set(tally.failed_ids) == {i for i, s in tally.status.items() if s == ItemStatus.FAILED}
+
+
+def test_a_removed_base_takes_its_followed_items_with_it():
+    tally = Tally()
+    tally.track("a", ItemStatus.PROCESSING, "doomed")
+    tally.track("b", ItemStatus.COMPLETED, "doomed")
+    tally.track("c", ItemStatus.PROCESSING, "kept")
+    assert sorted(tally.remove_base("doomed")) == ["a", "b"]
+    assert tally.total == 1 and tally.completed == 0 and "c" in tally
+    assert tally.remove_base("doomed") == []  # once
 
 
 def test_set_reports_a_new_failure_once_and_ignores_unfollowed_items():
@@ -157,6 +171,27 @@ async def test_follow_counts_a_folder_without_looking_items_up(tmp_path, server)
         sub.close()
         assert (outcome.total, outcome.completed, outcome.failed) == (4, 4, [])
         assert ks.lookups == 4  # no lookups for the refresh
+
+
+async def test_follow_ends_cleanly_when_the_followed_base_is_deleted_mid_way(tmp_path, server):
+    """A base deleted (or an interrupted import discarded by another process) while we
+    wait: its items are no longer work, so the wait ends `ok` instead of counting them
+    unfinished (the rows go with the base, without ItemsRemoved)."""
+    try:
+        async with open_service(tmp_path / "data", server.url) as ks:
+            base = await ks.create_base("Doomed")
+            server.faults.delay(8)  # the notes stay in flight until the base is gone (under the 10 s timeout)
+            sub = ks.subscribe()
+            roots = await ks.add_items(base.id, [ItemInput("note", {"content": f"Otter note {i}."}) for i in range(3)])
+            following = asyncio.ensure_future(follow(ks, sub, roots, Progress(io.StringIO(), tty=False)))
+            await asyncio.sleep(0)
+            assert not following.done()
+            await ks.delete_base(base.id)
+            outcome = await asyncio.wait_for(following, 60)
+            sub.close()
+    finally:
+        server.faults.clear()
+    assert outcome.ok and (outcome.total, outcome.unfinished) == (0, 0)
 
 
 @given(st.lists(st.tuples(st.integers(0, 4), st.none() | st.tuples(st.integers(0, 50), st.integers(1, 50))),
