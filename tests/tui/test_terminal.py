@@ -14,9 +14,12 @@ by asserting how long something took.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -36,26 +39,32 @@ WIDTH, HEIGHT = 160, 40
 
 
 class Terminal:
+    """One tmux server of its own (its own socket, no user config): the sessions, sizes and
+    global options of any other tmux on the machine (a person's, another test's) cannot
+    reach it."""
+
     def __init__(self, command: str) -> None:
         self.name = f"ktui-test-{uuid.uuid4().hex[:8]}"
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(WIDTH), "-y", str(HEIGHT),
+        self.socket = os.path.join(tempfile.gettempdir(), self.name)
+        self.tmux = ["tmux", "-S", self.socket, "-f", "/dev/null"]
+        subprocess.run([*self.tmux, "new-session", "-d", "-s", self.name, "-x", str(WIDTH), "-y", str(HEIGHT),
                         command], check=True)
         # a detached session's size can follow tmux's defaults: pin it
-        subprocess.run(["tmux", "set-option", "-t", self.name, "window-size", "manual"], capture_output=True)
-        subprocess.run(["tmux", "resize-window", "-t", self.name, "-x", str(WIDTH), "-y", str(HEIGHT)],
+        subprocess.run([*self.tmux, "set-option", "-t", self.name, "window-size", "manual"], capture_output=True)
+        subprocess.run([*self.tmux, "resize-window", "-t", self.name, "-x", str(WIDTH), "-y", str(HEIGHT)],
                        capture_output=True)
 
     def screen(self) -> str:
-        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
+        out = subprocess.run([*self.tmux, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
         return out.stdout
 
     def keys(self, *keys: str) -> None:
         for key in keys:
-            subprocess.run(["tmux", "send-keys", "-t", self.name, key], check=True)
+            subprocess.run([*self.tmux, "send-keys", "-t", self.name, key], check=True)
             time.sleep(0.15)  # pacing between keys (not an assertion): one key per frame, like a person
 
     def type(self, text: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, "-l", text], check=True)
 
     def wait_for(self, text: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
@@ -75,10 +84,12 @@ class Terminal:
             time.sleep(0.2)
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+        return subprocess.run([*self.tmux, "has-session", "-t", self.name], capture_output=True).returncode == 0
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket)
 
 
 def test_real_terminal_shows_hostile_names_and_drives_by_keyboard(tmp_path, embedding_server):
@@ -135,8 +146,8 @@ def test_real_terminal_shows_hostile_names_and_drives_by_keyboard(tmp_path, embe
         term.close()
 
 
-def _pane_children(session: str) -> list[int]:
-    shell = subprocess.run(["tmux", "list-panes", "-t", session, "-F", "#{pane_pid}"],
+def _pane_children(term: Terminal) -> list[int]:
+    shell = subprocess.run([*term.tmux, "list-panes", "-t", term.name, "-F", "#{pane_pid}"],
                            capture_output=True, text=True).stdout.split()
     found: list[int] = []
     for pid in shell:
@@ -168,7 +179,7 @@ def test_sigterm_quits_like_q_and_gives_the_terminal_back(tmp_path, embedding_se
                     f"--config '{config}'; echo exit=\\$?; stty -a | grep -o -- '-*icanon'; sleep 60\"")
     try:
         term.wait_for("Signals")
-        app_pids = _pane_children(term.name)
+        app_pids = _pane_children(term)
         assert app_pids, "the app's process was not found"
         for pid in app_pids:
             subprocess.run(["kill", "-TERM", str(pid)], check=True)
