@@ -172,12 +172,16 @@ async def test_a_sweep_never_gives_back_the_claim_of_a_task_that_started_meanwhi
     async with runtime_on(url, pg_schema, tmp_path / "a", server.url, "a", clock, concurrency=1) as a:
         base_id, ids = await make_notes(a, url, pg_schema, 2)
         first_held, first_go = asyncio.Event(), asyncio.Event()
+        second_running, second_go = asyncio.Event(), asyncio.Event()
         commit = a.runtime.indexer._commit_chunks
 
         async def held(base, batch):
             if batch[0].item.id == ids[0]:
                 first_held.set()
                 await first_go.wait()
+            elif batch[0].item.id == ids[1]:  # held running until the pass is over (no polling window)
+                second_running.set()
+                await second_go.wait()
             return await commit(base, batch)
 
         a.runtime.indexer._commit_chunks = held
@@ -193,10 +197,11 @@ async def test_a_sweep_never_gives_back_the_claim_of_a_task_that_started_meanwhi
         sweeping = asyncio.ensure_future(a.runtime.recover())
         await in_pass.wait()  # the sweep has claimed ids[1]
         first_go.set()  # the worker finishes ids[0] and starts ids[1] under that claim
-        while not a.runtime.queue.is_running(ids[1]):
-            await asyncio.sleep(0.01)
+        await second_running.wait()
+        assert a.runtime.queue.is_running(ids[1])
         go_on.set()
         assert await sweeping == []  # skipped: already queued here
+        second_go.set()  # ids[1]'s completion: refused if the pass had given its claim back
         await a.runtime.wait_idle()
         assert set((await statuses(a, ids)).values()) == {ItemStatus.COMPLETED}
         assert a.runtime.queue.done == 2
