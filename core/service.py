@@ -125,6 +125,7 @@ class KnowledgeService:
         *,
         read_only: bool = False,
         recover: bool = True,
+        watch: bool = True,
         command: str = "ktui",
         recovery_gate: Callable[[], Awaitable[None]] | None = None,
         leases: Leases | None = None,
@@ -139,6 +140,8 @@ class KnowledgeService:
         wait for it. One-shot commands pass `recover=False`: recovery is the
         long-running holder's job, done once there. `recovery_gate`, when given, is
         awaited before each recovery batch (tests hold recovery at a chosen point).
+        `watch=False` recovers without following watched folders (a command that only
+        waits for its work: `--wait` on a shared store sweeps, but follows no folder).
 
         `read_only=True` opens a reader instead: no lock, no runtime, no recovery,
         no write of any file; it sees committed state through SQLite's WAL while
@@ -153,7 +156,7 @@ class KnowledgeService:
             settings = settings.with_(data_dir=Path(data_dir))
         if settings.store.postgres:
             return await cls._open_shared(settings, read_only=read_only, recover=recover, recovery_gate=recovery_gate,
-                                          leases=leases)
+                                          leases=leases, watch=watch)
         if read_only:
             db = await Database.open_readonly(Path(settings.data_dir))
             return cls(settings, db, read_only=True)
@@ -168,7 +171,7 @@ class KnowledgeService:
         service._lock = lock
         try:
             await service._runtime.start(recover=recover, before_recovery=service._discard_interrupted_imports,
-                                         recovery_gate=recovery_gate)
+                                         recovery_gate=recovery_gate, watch=watch)
         except BaseException:
             await service.close()
             raise
@@ -183,6 +186,7 @@ class KnowledgeService:
         recover: bool = True,
         recovery_gate: Callable[[], Awaitable[None]] | None = None,
         leases: Leases | None = None,
+        watch: bool = True,
     ) -> KnowledgeService:
         """Open a data directory whose catalogue and chunks live in PostgreSQL (docs/postgres.md).
 
@@ -236,7 +240,7 @@ class KnowledgeService:
                 relay = service._relay = ProgressRelay(conninfo, schema, origin=origin)
                 relay.start()
                 service._state.relay_progress = lambda e: relay.send(progress_payload(e))
-                await service._runtime.start(recover=recover, recovery_gate=recovery_gate,
+                await service._runtime.start(recover=recover, recovery_gate=recovery_gate, watch=watch,
                                              before_recovery=service._discard_interrupted_imports)
         except BaseException:
             await service.close()

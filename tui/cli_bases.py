@@ -124,7 +124,7 @@ async def cmd_base_delete(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_base_restore(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, wait=args.wait) as ks:
         source = await ks.resolve_base(args.base)
         model = args.model or settings.default_embedding_model
         dims = args.dimensions if args.dimensions is not None else await ks.detect_dimensions(model)
@@ -194,7 +194,7 @@ async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
     from ktui.core.service import KnowledgeService
 
     document = KnowledgeService.read_document(args.file)
-    async with service(settings) as ks:
+    async with service(settings, wait=args.wait) as ks:
         sub = ks.subscribe()
         report = await ks.import_bases(document, again=args.again)
         outcome = None

@@ -118,7 +118,7 @@ async def _report_queued(
 
 async def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
     inputs = _inputs(args)
-    async with service(settings) as ks:
+    async with service(settings, wait=args.wait) as ks:
         base = await ks.resolve_base(args.base)
         sub = ks.subscribe()
         created: list[KnowledgeItem] = []
@@ -215,7 +215,7 @@ async def _resolve_items(ks: Any, base: KnowledgeBase, refs: Sequence[str]) -> l
 
 
 async def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
-    async with service(settings) as ks:
+    async with service(settings, wait=args.wait) as ks:
         base = await ks.resolve_base(args.base)
         if args.all and args.items:
             raise UsageError("give ITEMs or --all, not both")

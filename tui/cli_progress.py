@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ktui.core.errors import KnowledgeError
-from ktui.core.models import BaseRemoved, ItemChanged, ItemsAdded, ItemsRemoved, ItemStatus, KnowledgeItem, QueueStats
+from ktui.core.models import (
+    BaseRemoved,
+    ItemChanged,
+    ItemsAdded,
+    ItemsRemoved,
+    ItemStatus,
+    KnowledgeItem,
+    QueueStats,
+    Resync,
+)
 from ktui.tui.cli_text import printable
 
 BAR_WIDTH = 24
@@ -284,6 +293,33 @@ class Follower:
         self.ocr = PageCounter()
         self.below: set[str] = set()  # items that existed below a followed folder: counted once they change
         self.slow: tuple[str, ...] = ()  # providers being paced down: a line when one becomes slow
+        self.missed = False  # a Resync: another process's changes may have been missed
+
+    @property
+    def finished(self) -> bool:
+        return self.tally.done >= self.tally.total
+
+    async def reread(self, roots: Sequence[KnowledgeItem]) -> None:
+        """After a Resync: the followed items' statuses from the catalogue (one query below
+        the roots, one lookup per root), since the events of the gap are lost."""
+        self.missed = False
+        tally = self.tally
+        below = await self.ks.statuses_below([r.id for r in roots if not r.type.is_leaf])
+        now: dict[str, ItemStatus] = dict(below)
+        for root in roots:
+            try:
+                now[root.id] = (await self.ks.get_item(root.id)).status
+            except KnowledgeError:  # deleted meanwhile
+                continue
+        for item_id in [i for i in tally.status if i not in now]:
+            tally.remove(item_id)
+        base_id = next(iter(self.base_ids)) if len(self.base_ids) == 1 else None
+        for item_id, status in now.items():
+            if item_id in tally:
+                if tally.set(item_id, status):
+                    self._newly_failed.append(item_id)
+            elif item_id not in self.below:  # added below a followed folder during the gap
+                tally.track(item_id, status, base_id)
 
     def apply(self, event: Any) -> None:
         tally = self.tally
@@ -305,6 +341,8 @@ class Follower:
         elif isinstance(event, BaseRemoved):  # a deleted (or discarded) base: its items are no longer work
             for item_id in tally.remove_base(event.base_id):
                 self.ocr.set(item_id, None)
+        elif isinstance(event, Resync):
+            self.missed = True
         elif isinstance(event, QueueStats):
             self.chunks = max(0, event.chunks - self._chunks_at_start)
             if len(event.slow) > len(self.slow):  # one line when a provider becomes slow, not per figure
@@ -352,7 +390,10 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
     """Wait until `roots` (and everything they expand to, in any base) are done; report as we go.
 
     `subscription` must have been opened before the items were queued, so that no
-    event is missed.
+    event is missed. On a shared store (PostgreSQL) other processes may hold some of the
+    items: the wait goes on past this process's own idle queue until every followed item
+    is completed or failed, whoever indexes it (their changes arrive as events; after a
+    Resync the statuses are read again).
     """
     base_ids = sorted({r.base_id for r in roots})
     if not base_ids:
@@ -363,18 +404,22 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
     containers = [r.id for r in roots if not r.type.is_leaf]
     if containers:  # what already exists below a followed folder: a refresh reads some of it again
         follower.below = set(await ks.statuses_below(containers))
+    shared = ks.settings.store.url is not None
     idle = asyncio.ensure_future(ks.wait_idle(base_ids[0] if len(base_ids) == 1 else None, timeout=timeout))
     try:
         while True:
             for event in await subscription.next_batch(timeout=REDRAW_SECONDS):
                 follower.apply(event)
+            if follower.missed:
+                await follower.reread(roots)
             await follower.report_failures()
             follower.show()
             if idle.done():
                 if not idle.result():
                     raise TimeoutError
-                if not subscription.pending_count():
-                    break
+                if not subscription.pending_count() and (
+                        not shared or follower.finished or ks.queue_stats().paused is not None):
+                    break  # (shared: the rest is another process's; its events keep coming)
             else:
                 await asyncio.sleep(BATCH_SECONDS)
         if progress.tty:

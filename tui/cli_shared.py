@@ -27,15 +27,23 @@ BATCH = 100
 
 
 @asynccontextmanager
-async def service(settings: Settings, *, read_only: bool = False, recover: bool = False) -> AsyncIterator[Any]:
+async def service(settings: Settings, *, read_only: bool = False, recover: bool = False,
+                  wait: bool = False) -> AsyncIterator[Any]:
     """The facade for one command. Reading commands open a reader (never refused,
     never waiting, even beside the TUI); the others hold the directory for the
     command's own work and leave the recovery of older work to `ktui wait` and the
-    long-running holders (TUI, serve), which do it once."""
+    long-running holders (TUI, serve), which do it once.
+
+    `wait` (a `--wait` command): on a shared store the process also sweeps like a
+    holder (but follows no watched folder), since it waits for items another process
+    may give back (closed) or lose (killed) before finishing them: somebody must pick
+    those up, or the wait never ends."""
     from ktui.core.service import KnowledgeService
     from ktui.tui.cli import startup_over
 
-    ks = await KnowledgeService.open(settings=settings, read_only=read_only, recover=recover)
+    sweep = wait and not recover and settings.store.url is not None
+    ks = await KnowledgeService.open(settings=settings, read_only=read_only, recover=recover or sweep,
+                                     watch=not sweep)
     startup_over()  # the command's own work (indexing, waiting) runs with the collector
     try:
         yield ks

@@ -12,11 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ktui.core.config import OcrSettings
-from ktui.core.models import ItemInput, ItemStatus
+from ktui.core.models import ItemInput, ItemStatus, Resync
 from ktui.tui.cli_progress import (
     PLAIN_SECONDS,
     REDRAW_SECONDS,
     Figures,
+    Follower,
     PageCounter,
     Progress,
     Tally,
@@ -192,6 +193,25 @@ async def test_follow_ends_cleanly_when_the_followed_base_is_deleted_mid_way(tmp
     finally:
         server.faults.clear()
     assert outcome.ok and (outcome.total, outcome.unfinished) == (0, 0)
+
+
+async def test_after_a_resync_the_followed_statuses_are_read_again(tmp_path, server):
+    """Events lost in a gap (a shared store's listener reconnected: Resync) cannot leave
+    the count stale: the statuses are read from the catalogue, a folder's children too."""
+    folder = write_files(tmp_path / "notes", {f"n{i}.md": f"# Note {i}\n\nOtters {i}.\n" for i in range(3)})
+    async with open_service(tmp_path / "data", server.url) as ks:
+        base = await ks.create_base("Notes")
+        roots = await ks.add_items(base.id, [ItemInput("directory", {"path": str(folder)}),
+                                             ItemInput("note", {"content": "A lone otter."})])
+        assert await ks.wait_idle(timeout=60)
+        follower = Follower(ks, Progress(io.StringIO(), tty=False), [base.id])
+        for root in roots:  # what a follower that missed every event would still believe
+            follower.tally.track(root.id, ItemStatus.PROCESSING, base.id)
+        follower.apply(Resync())
+        assert follower.missed
+        await follower.reread(roots)
+    assert not follower.missed and follower.finished
+    assert (follower.tally.total, follower.tally.completed) == (5, 5)  # the folder, its 3 files, the note
 
 
 @given(st.lists(st.tuples(st.integers(0, 4), st.none() | st.tuples(st.integers(0, 50), st.integers(1, 50))),
