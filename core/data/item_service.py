@@ -213,6 +213,14 @@ class KnowledgeItemService:
         )
         return [item_from_row(r) for r in rows]
 
+    async def processing_count(self, base_id: str) -> int:
+        """Items of a base still `processing`, whoever indexes them (this process, a holder
+        beside this reader, another machine on a shared store): a search says the base is
+        being indexed even from a process that queued none of it."""
+        row = await self._db.fetchone(
+            "SELECT count(*) FROM knowledge_item WHERE status = 'processing' AND base_id = ?", (base_id,))
+        return int(row[0]) if row else 0
+
     async def count_by_base(self) -> dict[str, int]:
         rows = await self._db.fetchall("SELECT base_id, count(*) AS n FROM knowledge_item GROUP BY base_id")
         return {r["base_id"]: r["n"] for r in rows}

@@ -78,13 +78,15 @@ class Retrieval(WorkflowParts):
             item_filter = allowed.__contains__
         store = await self.runtime.store(base)
         response = await run_search(base, store, self.embeddings, text, top_k=k, mode=mode, item_filter=item_filter)
-        return self._while_indexing(base, response)
+        return await self._while_indexing(base, response)
 
-    def _while_indexing(self, base: KnowledgeBase, response: SearchResponse) -> SearchResponse:
-        """Say so when the base is being indexed or rebuilt here (a full reindex empties
-        it first): "No results" then is not an answer, and every front end shows the
-        reason (CLI warning, TUI status line, HTTP/MCP `reason` and `notices`)."""
-        todo = self.runtime.queue.active_in(base.id)
+    async def _while_indexing(self, base: KnowledgeBase, response: SearchResponse) -> SearchResponse:
+        """Say so when the base is being indexed or rebuilt (a full reindex empties it
+        first), here or by another process (a reader beside the TUI, another machine on a
+        shared store: the catalogue's `processing` rows): "No results" then is not an
+        answer, and every front end shows the reason (CLI warning, TUI status line,
+        HTTP/MCP `reason` and `notices`)."""
+        todo = max(self.runtime.queue.active_in(base.id), await self.items.processing_count(base.id))
         if not todo:
             return response
         note = (f"base '{base.name}' is being indexed ({todo} item(s) to go): "

@@ -38,3 +38,29 @@ async def test_a_search_during_a_full_reindex_says_the_base_is_being_rebuilt(tmp
         assert await ks.wait_idle(timeout=10)
         after = await ks.search(base.id, "otters", mode="bm25")
         assert after.results and after.reason is None and after.notices == ()
+
+
+async def test_a_reader_beside_the_indexing_holder_says_so_too(tmp_path, server):
+    """`ktui search` opens a reader: its own queue is empty, the holder (a TUI, `ktui add
+    --wait`) indexes. The catalogue's `processing` rows tell it the base is being indexed."""
+    from ktui.core.service import KnowledgeService
+    from tests.support.services import fake_settings
+
+    settings = fake_settings(tmp_path / "data", server.url)
+    async with open_service(tmp_path / "data", server.url) as holder:
+        base = await holder.create_base("Zoo")
+        items = await holder.add_items(base.id, [ItemInput("note", {"content": "Otters hold hands while they sleep"})])
+        assert await holder.wait_idle(timeout=10)
+        holder._runtime.queue.pause("test: hold the rebuild")
+        try:
+            await holder.reindex_items(base.id, [i.id for i in items], force=True)
+            async with await KnowledgeService.open(settings=settings, read_only=True) as reader:
+                during = await reader.search(base.id, "otters", mode="bm25")
+                assert during.results == []
+                assert during.reason and "base 'Zoo' is being indexed (1 item(s) to go)" in during.reason
+        finally:
+            holder._runtime.queue.resume()
+        assert await holder.wait_idle(timeout=10)
+        async with await KnowledgeService.open(settings=settings, read_only=True) as reader:
+            after = await reader.search(base.id, "otters", mode="bm25")
+            assert after.results and after.reason is None
