@@ -36,7 +36,7 @@ from ktui.tui.cli_render import json_text
 from ktui.tui.cli_text import printable
 
 EXIT_OK, EXIT_FAILURE = 0, 1
-_TAIL = {"error": ": {}", "by": " by {}", "reason": " ({})"}  # how an extra field reads on a line
+_TAIL = {"error": ": {}", "by": " by {}", "reason": " ({})", "count": " {} item(s)"}  # how an extra field reads on a line
 FOLLOWERS_EVERY = 5.0  # seconds: on a shared store, how often who follows each folder is looked at again
 
 
@@ -120,7 +120,7 @@ class ChangeLog:
                     self.owner.pop(item_id, None)
                     self.status.pop(item_id, None)
                     self.failures.pop(item_id, None)
-                self.emit(root_id, "removed", count=f"{len(gone)} item(s)")
+                self.emit(root_id, "removed", count=len(gone))
         elif isinstance(event, ItemChanged) and event.item_id in self.owner:
             before = self.status.get(event.item_id)
             self.status[event.item_id] = event.status
