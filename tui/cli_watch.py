@@ -204,19 +204,25 @@ async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
                 await ks.wait_recovered()
             await log.followers()
             waiter = asyncio.ensure_future(stop.wait())
+            looked = loop.time()
             try:
                 while not stop.is_set():
                     batch = asyncio.ensure_future(sub.next_batch())
+                    due = max(0.0, looked + FOLLOWERS_EVERY - loop.time())
                     await asyncio.wait({batch, waiter}, return_when=asyncio.FIRST_COMPLETED,
-                                       timeout=FOLLOWERS_EVERY if shared else None)
-                    if not batch.done():
+                                       timeout=due if shared else None)
+                    if batch.done():
+                        for event in batch.result():
+                            await log.apply(event)
+                    else:
                         batch.cancel()
                         if stop.is_set():
                             break
-                        await log.followers()  # a folder taken over here, or by another process
-                        continue
-                    for event in batch.result():
-                        await log.apply(event)
+                    # every FOLLOWERS_EVERY seconds, events or not (a folder taken over here
+                    # comes with its refresh's events: waiting for a quiet moment missed it)
+                    if shared and loop.time() - looked >= FOLLOWERS_EVERY:
+                        looked = loop.time()
+                        await log.followers()
             finally:
                 waiter.cancel()
                 sub.close()

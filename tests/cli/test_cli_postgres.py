@@ -148,11 +148,18 @@ def test_ktui_watch_follows_a_folder_on_a_shared_store_and_stops_cleanly_on_sigt
         assert (added["event"], added["type"], added["source"]) == ("indexed", "file", str(folder / "c.md"))
         # a second watcher of this machine: the folder has its follower, and it says whose
         second = watch()
-        other = json.loads(Lines(second).until(lambda s: '"followed"' in s))
+        second_lines = Lines(second)
+        other = json.loads(second_lines.until(lambda s: '"followed"' in s))
         assert other["by"] == new_origin().split(":")[0] and other["folder"] == str(folder)
-        for proc in (second, first):
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=LINE_TIMEOUT) == 0
+        # the first stops and gives the folder back: the second takes it over and says so
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=LINE_TIMEOUT) == 0
+        taken = json.loads(second_lines.until(lambda s: '"watching"' in s))
+        assert taken["folder"] == str(folder)
+        (folder / "d.md").write_text("# Dingos\nDingos howl at night.\n", encoding="utf-8")
+        assert json.loads(second_lines.until(lambda s: "d.md" in s))["event"] == "indexed"
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=LINE_TIMEOUT) == 0
     finally:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
@@ -165,7 +172,7 @@ def test_ktui_watch_follows_a_folder_on_a_shared_store_and_stops_cleanly_on_sigt
         rows = con.execute(f'SELECT host, owner FROM "{schema}".watch_lease').fetchall()
     assert rows == [(new_origin().split(":")[0], None)]
     items = one.json("--store", url, "items", "Notes", "--all")["items"]
-    assert sorted(i["name"] for i in items if i["type"] == "file") == ["a.md", "c.md"]
+    assert sorted(i["name"] for i in items if i["type"] == "file") == ["a.md", "c.md", "d.md"]
     assert {i["status"] for i in items} == {"completed"}
 
 
