@@ -69,6 +69,22 @@ class WaitOutcome:
         return not self.failed and not self.unfinished
 
 
+def names_itself(item: KnowledgeItem) -> bool:
+    """A failure worth a line of its own: not a folder failed only because a file in it did
+    (that file has its line)."""
+    return item.type.is_leaf or not item.error or "child" not in item.error
+
+
+def own_error(item: KnowledgeItem) -> str:
+    """The item's error without the path it ends with when the line names that path already
+    (`Not a text file (binary content): /a/b.md`)."""
+    error = item.error or ""
+    for name in (item.source, getattr(item.data, "path", None)):
+        if isinstance(name, str) and name and error.endswith(f": {name}"):
+            return error[: -len(name) - 2]
+    return error
+
+
 class Tally:
     """Statuses of the followed items with running counters: every change is O(1)."""
 
@@ -359,8 +375,8 @@ class Follower:
                 item = await self.ks.get_item(item_id)
             except KnowledgeError:  # deleted meanwhile
                 continue
-            if item.type.is_leaf or not item.error or "child" not in item.error:
-                self.progress.line(f"failed  {item.type.value} {item.display_name}: {item.error}")
+            if names_itself(item):
+                self.progress.line(f"failed  {item.type.value} {item.display_name}: {own_error(item)}")
 
     def figures(self) -> Figures:
         now = self.progress.clock()

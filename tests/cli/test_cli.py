@@ -678,3 +678,18 @@ def test_add_errors_name_the_paths_given_not_the_facades_fields(ktui, tmp_path):
     assert "items[" not in err and f"{inner} is inside the folder {tmp_path / 'docs'}" in err
     err = ktui("add", "Docs", str(tmp_path / "docs"), "--note", "fine", rc=1).stderr
     assert "items[" not in err and "already in this base" in err
+
+
+def test_a_folder_failed_by_its_file_is_counted_apart_and_errors_do_not_repeat_the_path(ktui):
+    folder = ktui.work / "mixed"
+    folder.mkdir()
+    (folder / "ok.md").write_text("# Otters\n\nOtters float on their backs.\n", encoding="utf-8")
+    (folder / "binary.md").write_bytes(b"\x00\x01\x02" * 40)
+    ktui("base", "create", "Mixed")
+    added = ktui("add", "Mixed", str(folder), "--wait", rc=1)
+    assert "done: 1 completed, 1 failed (and 1 folder holding failed files)" in added.stderr, added.stderr
+    binary = str(folder / "binary.md")
+    failures = [line.strip() for line in added.stderr.splitlines() if line.strip().startswith("failed  ")]
+    # once as it happened (by name), once at the end (by path); the folder has no line
+    assert failures == ["failed  file binary.md: Not a text file (binary content)",
+                        f"failed  file {binary}: Not a text file (binary content)"], added.stderr
