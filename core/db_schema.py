@@ -125,7 +125,14 @@ CREATE TABLE base_import (
 CREATE INDEX idx_base_import_fingerprint ON base_import (fingerprint);
 """
 
-MIGRATIONS: Sequence[str] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4)
+_SCHEMA_V5 = """
+-- listing every level of a base (list_items_after with ANY_GROUP) walks the base's
+-- items in (created_at, id) order from a cursor; idx_item_base_group has group_id
+-- between the base and the time, so that order needed a sort of the whole base per page
+CREATE INDEX idx_item_base_created ON knowledge_item (base_id, created_at DESC, id DESC);
+"""
+
+MIGRATIONS: Sequence[str] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4, _SCHEMA_V5)
 """MIGRATIONS[n] brings a database from user_version n to n + 1. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

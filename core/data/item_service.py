@@ -7,6 +7,9 @@ events. The helpers here (`_get`, `_get_many`, `_require_base`) are shared with 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,11 +17,12 @@ from typing import Any
 from ktui.core.catalogue import AsyncConn, Catalogue
 from ktui.core.data.item_validation import require_group_filter, require_item_type
 from ktui.core.data.rows import BASE_COLUMNS, ITEM_COLUMNS, base_from_row, item_from_row
-from ktui.core.data.validation import require_id, require_ids, require_page
+from ktui.core.data.validation import require_cursor_limit, require_id, require_ids, require_page
 from ktui.core.errors import NotFoundError, ValidationError
 from ktui.core.models import (
     ANY_GROUP,
     CONTAINER_TYPES,
+    CursorPage,
     ItemData,
     ItemStatus,
     ItemType,
@@ -53,6 +57,30 @@ def id_chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
 
 def marks(n: int) -> str:
     return ",".join("?" * n)
+
+
+def encode_cursor(item: KnowledgeItem) -> str:
+    """The opaque position after `item` in a keyset listing: its (created_at, id), the
+    listing's total order (ids are unique, so ties of created_at are broken), in
+    URL-safe base64 so that it travels in a query string as is."""
+    raw = json.dumps([item.created_at, item.id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(value: Any) -> tuple[str, str] | None:
+    """(created_at, id) of a cursor from `encode_cursor`; None for None (the first page)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > 1000:
+        raise ValidationError.field("cursor", "must be a cursor a previous page returned")
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        position = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise ValidationError.field("cursor", "must be a cursor a previous page returned") from None
+    if not (isinstance(position, list) and len(position) == 2 and all(isinstance(p, str) for p in position)):
+        raise ValidationError.field("cursor", "must be a cursor a previous page returned")
+    return position[0], position[1]
 
 
 class KnowledgeItemService:
@@ -118,6 +146,50 @@ class KnowledgeItemService:
             ) as cur:
                 rows = await cur.fetchall()
         return Page([item_from_row(r) for r in rows], total, page, limit)
+
+    async def list_after(
+        self,
+        base_id: Any,
+        *,
+        type: Any = None,
+        group_id: Any = None,
+        cursor: Any = None,
+        limit: Any = 100,
+        newest_first: bool = True,
+    ) -> CursorPage[KnowledgeItem]:
+        """A keyset page: the items after `cursor` in (created_at, id) order (descending
+        when `newest_first`, as `list_page`), filtered as `list_page` is. Each page is one
+        index range read from where the last one ended (`idx_item_base_created` for every
+        level, `idx_item_base_group` for one), with no count: listing a whole base costs
+        O(n) however deep into it a page is, where pages by number cost O(offset) each."""
+        base_id = require_id(base_id, "base_id")
+        item_type = require_item_type(type)
+        group = require_group_filter(group_id)
+        after = decode_cursor(cursor)
+        limit = require_cursor_limit(limit)
+        where, params = ["base_id = ?"], [base_id]
+        if group is None:
+            where.append("group_id IS NULL")
+        elif group is not ANY_GROUP:
+            where.append("group_id = ?")
+            params.append(group)
+        if item_type is not None:
+            where.append("type = ?")
+            params.append(item_type.value)
+        if after is not None:
+            where.append(f"(created_at, id) {'<' if newest_first else '>'} (?, ?)")
+            params.extend(after)
+        direction = "DESC" if newest_first else "ASC"
+        async with self._db.read() as conn:
+            await self._require_base(conn, base_id)
+            async with conn.execute(
+                f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE {' AND '.join(where)} "
+                f"ORDER BY created_at {direction}, id {direction} LIMIT ?",
+                (*params, limit + 1),  # one more than asked says whether another page follows
+            ) as cur:
+                rows = await cur.fetchall()
+        items = [item_from_row(r) for r in rows[:limit]]
+        return CursorPage(items, encode_cursor(items[-1]) if len(rows) > limit else None)
 
     async def list_all(self, base_id: str, *, roots_only: bool = False) -> list[KnowledgeItem]:
         sql = f"SELECT {ITEM_COLUMNS} FROM knowledge_item WHERE base_id = ?"

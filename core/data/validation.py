@@ -26,6 +26,7 @@ MAX_QUERY_CHARS = 1000
 MAX_NAME_CHARS = 200
 MAX_ID_CHARS = 200
 MAX_PAGE_LIMIT = 100
+MAX_CURSOR_LIMIT = 1000  # keyset pages cost the same wherever they start: larger ones save round trips
 DEFAULT_PAGE_LIMIT = 20
 MAX_URL_CHARS = 8192
 MAX_PATH_CHARS = 4096
@@ -149,6 +150,10 @@ def require_dimensions(value: Any, field: str = "dimensions") -> int:
 
 def require_page(page: Any, limit: Any) -> tuple[int, int]:
     return require_int(page, "page", minimum=1, maximum=10**9), require_int(limit, "limit", minimum=1, maximum=MAX_PAGE_LIMIT)
+
+
+def require_cursor_limit(limit: Any) -> int:
+    return require_int(limit, "limit", minimum=1, maximum=MAX_CURSOR_LIMIT)
 
 
 def require_query(value: Any, field: str = "query") -> str:

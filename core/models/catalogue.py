@@ -211,3 +211,14 @@ class Page(Generic[T]):
     @property
     def pages(self) -> int:
         return max(1, -(-self.total // self.limit))
+
+
+@dataclass(frozen=True, slots=True)
+class CursorPage(Generic[T]):
+    """One page of a keyset listing (`KnowledgeService.list_items_after`): its items, and
+    the opaque cursor that continues after the last of them (None when there are no more).
+    Unlike `Page` it carries no total: counting the rows again for every page is what
+    made listing a large base by page numbers quadratic."""
+
+    items: list[T]
+    next_cursor: str | None

@@ -155,12 +155,19 @@ ALTER TABLE knowledge_item ADD CONSTRAINT knowledge_item_base_id_group_id_fkey
     FOREIGN KEY (base_id, group_id) REFERENCES knowledge_item (base_id, id) ON DELETE CASCADE;
 """
 
+_V6_BASE_CREATED = """
+-- SQLite's v5: keyset pages over every level of a base (list_items_after with ANY_GROUP)
+-- read (base_id, created_at, id) in order from the cursor instead of sorting the base
+CREATE INDEX idx_item_base_created ON knowledge_item (base_id, created_at DESC, id DESC);
+"""
+
 PG_MIGRATIONS: Sequence[str] = (
     _V1,
     LEASE_MIGRATION,  # item_lease: only PostgreSQL has several indexers (leases.py)
     NOTIFY_MIGRATION,  # every item and base write notifies the other processes (notify.py)
     _V4_PARENT_LOOKUP,
     PROCESS_LEASE_MIGRATION,  # import_lease, watch_lease: which process imports a base, follows a folder
+    _V6_BASE_CREATED,
 )
 """PG_MIGRATIONS[n] brings a schema from catalogue version n to n + 1. Append only."""
 
