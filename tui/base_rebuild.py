@@ -11,19 +11,12 @@ from __future__ import annotations
 from ktui.core.models import KnowledgeBase
 from ktui.core.service import KnowledgeService
 
-PAGE = 100
+PAGE = 1000
 
 
 async def reindex_whole_base(ks: KnowledgeService, base: KnowledgeBase) -> int:
     """Queue every root item of `base` for a forced reindex; returns how many were queued."""
-    ids: list[str] = []
-    page = 1
-    while True:
-        listing = await ks.list_items(base.id, page=page, limit=PAGE)
-        ids.extend(item.id for item in listing.items)
-        if page >= listing.pages:
-            break
-        page += 1
+    ids = [item.id async for item in ks.iter_items(base.id, page_size=PAGE)]  # keyset pages: O(n) in all
     if ids:
         await ks.reindex_items(base.id, ids, force=True)
     return len(ids)

@@ -59,15 +59,10 @@ def err(text: str) -> None:
 
 
 async def all_items(ks: Any, base_id: str, *, everything: bool, type: str | None = None) -> list[KnowledgeItem]:
-    out: list[KnowledgeItem] = []
-    page = 1
-    while True:
-        listing = await ks.list_items(base_id, type=type, group_id=ANY_GROUP if everything else None,
-                                      page=page, limit=100)
-        out.extend(listing.items)
-        if page >= listing.pages:
-            return out
-        page += 1
+    """Every root (or, `everything`, every item) of the base, newest first: keyset pages
+    of 1000 (`iter_items`), so the whole listing costs O(n) (pages by number re-counted
+    and skipped every earlier row: 60 s for 46,000 items)."""
+    return [item async for item in ks.iter_items(base_id, type, ANY_GROUP if everything else None, page_size=1000)]
 
 
 async def group_setting(ks: Any, ref: str) -> dict[str, str]:
