@@ -53,7 +53,6 @@ class ItemsPage(Message):
     base_id: str
     parent_id: str | None
     items: list[KnowledgeItem]
-    total: int
     generation: int  # drops pages meant for a tree that was reloaded since
     replace: bool = False  # first page of a reload: clear existing children first
 

@@ -116,18 +116,20 @@ class ItemTree(Tree[ItemNode]):
                         exclusive=True, exit_on_error=False)
 
     async def _fetch_pages(self, base_id: str, parent_id: str | None, generation: int) -> None:
-        page = 1
+        """The children of `parent_id` a page at a time, newest first, by cursor
+        (`list_items_after`): a folder of 20,000 files costs the same per page at its end
+        as at its start (pages by number counted and skipped every earlier child)."""
+        cursor: str | None = None
         while True:
             try:
-                result = await self.ks.list_items(base_id, group_id=parent_id, page=page, limit=PAGE_SIZE)
+                result = await self.ks.list_items_after(base_id, group_id=parent_id, cursor=cursor, limit=PAGE_SIZE)
             except KnowledgeError as exc:
                 self.post_message(ServiceFailed("Loading items failed", str(exc), base_id=base_id))
                 return
-            self.post_message(ItemsPage(base_id, parent_id, result.items, result.total, generation,
-                                        replace=page == 1))
-            if page >= result.pages:
+            self.post_message(ItemsPage(base_id, parent_id, result.items, generation, replace=cursor is None))
+            if result.next_cursor is None:
                 return
-            page += 1
+            cursor = result.next_cursor
             await asyncio.sleep(0)  # let the page render before fetching the next chunk
 
     def on_items_page(self, message: ItemsPage) -> None:
