@@ -129,6 +129,12 @@ class EventBus:
         self._subscriptions.append(sub)
         return sub
 
+    @property
+    def has_subscribers(self) -> bool:
+        """Anyone reading: an event published now reaches someone (a publisher whose event
+        costs a database read skips both when nobody would see it)."""
+        return bool(self._subscriptions)
+
     def publish(self, event: Event) -> None:
         for sub in self._subscriptions:
             sub._push(event)

@@ -20,6 +20,15 @@ published for the same writes, and publishes them on the process's EventBus:
 
 A receiver never rescans a base per event; what it shows it re-reads by id (or, after a
 ``Resync``, once). Batches are applied one after another by one task, in arrival order.
+
+**Nobody subscribed** (a `ktui serve` with no event stream open, an indexer nobody
+watches): a batch is handed to ``on_payloads`` and goes no further, without its re-read.
+That read ran on the catalogue's one connection, between this process's own status
+writes: with two indexing processes each re-read the other's every phase change (~1.6
+reads a note, tests/benchmarks/test_bench_postgres_serve_indexers.py) for events nobody
+received. The items whose change was skipped are remembered (``_unread``, bounded): a
+progress payload of one of them, once someone subscribed, is re-read first, so a late
+progress never shows an item that finished unseen as still running.
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ class RemoteEvents:
         self._queue: asyncio.Queue[list[Payload] | Resync] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._finished: OrderedDict[str, None] = OrderedDict()  # terminal or removed, most recent last
+        self._unread: OrderedDict[str, None] = OrderedDict()  # changed while nobody subscribed: state unknown
         self.applied = 0  # payloads applied so far (tests wait on it)
 
     def start(self) -> None:
@@ -113,6 +123,12 @@ class RemoteEvents:
                     self._bus.publish(Resync("re-reading another process's changes failed"))
 
     async def _apply(self, payloads: list[Payload]) -> None:
+        if not self._bus.has_subscribers:
+            self._skip(payloads)
+            self.applied += len(payloads)
+            return
+        if self._unread:
+            payloads = self._with_rereads(payloads)
         events = translate(payloads)
         changed = [e.item_id for e in events if isinstance(e, _Changed)]
         rows = await self._reread(changed) if changed else {}
@@ -134,6 +150,35 @@ class RemoteEvents:
                 out.append(event)
         self._bus.publish_all(out)
         self.applied += len(payloads)
+
+    def _skip(self, payloads: list[Payload]) -> None:
+        """Nobody reads the events of this batch: keep only what a later one needs (which
+        items changed unseen, which were removed)."""
+        for p in payloads:
+            kind, item_id = p.get("k"), p.get("i")
+            if not isinstance(item_id, str):
+                continue
+            if kind == "ic":
+                self._unread[item_id] = None
+                self._unread.move_to_end(item_id)
+                if len(self._unread) > TERMINAL_KEPT:
+                    self._unread.popitem(last=False)
+            elif kind == "ir":
+                self._unread.pop(item_id, None)
+                self._finish(item_id, True)
+
+    def _with_rereads(self, payloads: list[Payload]) -> list[Payload]:
+        """The batch with a re-read (an ``ic``) before the first progress of each item
+        whose changes went unseen, so a finished one's late progress is dropped."""
+        out: list[Payload] = []
+        for p in payloads:
+            item_id = p.get("i")
+            if isinstance(item_id, str) and item_id in self._unread and p.get("k") in ("ic", "ip", "ir"):
+                del self._unread[item_id]
+                if p.get("k") == "ip":
+                    out.append({"k": "ic", "b": p["b"], "i": item_id})
+            out.append(p)
+        return out
 
     def _finish(self, item_id: str, finished: bool) -> None:
         if not finished:

@@ -102,3 +102,47 @@ def test_an_items_re_read_takes_the_place_of_its_last_change_after_its_progress(
                      {"k": "ic", "b": "b", "i": "a"}])
     assert isinstance(out[0], ItemChanged) and out[0].progress == 0.5 and out[0].phase == ItemPhase.EMBEDDING
     assert isinstance(out[1], _Changed) and len(out) == 2
+
+
+async def test_with_nobody_subscribed_a_batch_is_not_re_read_and_a_late_progress_is_checked_first(db):
+    """Nobody subscribed: the other process's changes cost no read (they were re-read on the
+    catalogue's one connection between this process's own writes, for events nobody got).
+    `on_payloads` still sees every batch. Once someone subscribes, the first progress of an
+    item whose changes went unseen is re-read first: one that finished meanwhile shows its
+    final state and its late progress is dropped; one still running shows both."""
+    base = await BaseWrites(db).create(name="B", embedding_model_id="builtin::wordllama", dimensions=8)
+    items = ItemWrites(db)
+    done, running = await items.create_roots(
+        base.id, [ValidItem(ItemType.NOTE, NoteItemData(f"n{i}", "note")) for i in range(2)])
+    await items.set_status(done.id, ItemStatus.COMPLETED)
+    await items.set_status(running.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING)
+    bus = EventBus()
+    reader = CountingReader(db)
+    heard: list[dict] = []
+    remote = RemoteEvents(reader, bus, on_payloads=heard.extend)
+    remote.start()
+    try:
+        unseen = [{"k": "ic", "b": base.id, "i": done.id}, {"k": "ic", "b": base.id, "i": running.id},
+                  {"k": "ia", "b": base.id, "i": "new", "g": None}]
+        remote.feed(unseen)
+        deadline = asyncio.get_running_loop().time() + 30  # a hang guard only
+        while remote.applied < 3:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+        assert reader.statements == 0 and heard == unseen
+        sub = bus.subscribe()
+        late = {"k": "ip", "b": base.id, "i": done.id, "ph": "embedding", "p": 0.9}
+        live = {"k": "ip", "b": base.id, "i": running.id, "ph": "embedding", "p": 0.5}
+        remote.feed([late, live])
+        events = await until(sub, 2)  # a subscription keeps an item's latest change only
+        assert events == [
+            ItemChanged(base.id, done.id, ItemStatus.COMPLETED, None, None),  # its late progress dropped
+            ItemChanged(base.id, running.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING, None, 0.5),
+        ]
+        assert reader.statements == 1  # both re-read in one statement, once
+        remote.feed([dict(live, p=0.6)])
+        assert await until(sub, 1) == [ItemChanged(base.id, running.id, ItemStatus.PROCESSING, ItemPhase.EMBEDDING,
+                                                   None, 0.6)]
+        assert reader.statements == 1  # known again: no more re-reads
+    finally:
+        await remote.close()
