@@ -223,7 +223,7 @@ class KnowledgeService:
         try:
             if not read_only:
                 remote = service._remote = RemoteEvents(db, service._bus,
-                                                         on_payloads=service._runtime.remote_interrupts.feed)
+                                                         on_payloads=service._runtime.remote_payloads)
                 remote.start()
                 loop = asyncio.get_running_loop()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ktui.core.config import Settings
 from ktui.core.data.base_service import KnowledgeBaseService
@@ -48,7 +48,7 @@ from ktui.core.runtime.disk_space import SpaceGuard
 from ktui.core.runtime.events import EventBus
 from ktui.core.runtime.failing import fail_held
 from ktui.core.runtime.following import FolderFollowing, ProcessClaims
-from ktui.core.runtime.heartbeat import Heartbeat
+from ktui.core.runtime.heartbeat import Heartbeat, offers_work
 from ktui.core.runtime.indexing import LeafIndexer, ocr_options_for
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.preparing import ContainerPreparer
@@ -384,12 +384,22 @@ class KnowledgeRuntimeService:
         if not await claims.claim([task.item_id], any_status=task.kind == TaskKind.PREPARE_ROOT):
             raise TaskInterrupted("claimed by another process")  # it runs there; not counted here
         try:
-            return await self._run_claimed(task)
-        finally:  # whatever the completion did not take back (interrupted, deleted, crashed)
-            try:
-                await asyncio.shield(claims.release([task.item_id]))
-            except Exception as exc:  # it expires by itself
-                log.warning("could not give back the claim of %s: %s", task.item_id, describe_error(exc))
+            completed = await self._run_claimed(task)
+        except BaseException:
+            await self._give_back(task.item_id)  # interrupted, deleted, crashed: still ours
+            raise
+        if not (completed and task.kind == TaskKind.INDEX_LEAF):
+            await self._give_back(task.item_id)
+        # else the leaf's completion deleted the claim in the transaction that completed it
+        # (one refused there raises instead): giving it back again is a wasted round trip
+        return completed
+
+    async def _give_back(self, item_id: str) -> None:
+        """Release a task's claim that its completion did not take back."""
+        try:
+            await asyncio.shield(self.claims.release([item_id]))
+        except Exception as exc:  # it expires by itself
+            log.warning("could not give back the claim of %s: %s", item_id, describe_error(exc))
 
     async def _run_claimed(self, task: Task) -> bool:
         try:
@@ -468,6 +478,14 @@ class KnowledgeRuntimeService:
 
     def stats(self) -> QueueStats:
         return self.figures.stats()
+
+    def remote_payloads(self, payloads: list[dict[str, Any]]) -> None:
+        """Another process's catalogue writes (remote.py, on the event loop): stop the tasks
+        of what it reset (remote_interrupts.py), and sweep at once for what it added
+        (heartbeat.py) instead of at the next idle timer."""
+        self.remote_interrupts.feed(payloads)
+        if self.heartbeat is not None and offers_work(payloads):
+            self.heartbeat.work_offered()
 
     def _queue_changed(self) -> None:
         self.figures.changed()

@@ -2,7 +2,9 @@
 PostgreSQL store, through the real runtime (issue 20: target 2 processes >= 1.8x one).
 
 Run: .venv/bin/python -m pytest tests/benchmarks/test_bench_postgres_serve_indexers.py -m benchmark -s
-(KTUI_BENCH_PG_NOTES notes per run, default 300).
+(KTUI_BENCH_PG_NOTES notes per run, default 300; KTUI_BENCH_PG_ROUNDS rounds, default 1, each
+running 1, 2 and 4 processes in turn, so that every ratio is against the one-process run of
+its own round on a machine whose load changes; KTUI_BENCH_PG_PROCESSES, default "1,2,4").
 
 Unlike test_bench_postgres_indexers.py (library-level lease workers), each indexer here
 is a whole `ktui serve` process with the default settings (concurrency 5, read-ahead,
@@ -21,6 +23,7 @@ with one chunk, is.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 
 import pytest
@@ -45,17 +48,20 @@ NOTES = int(os.environ.get("KTUI_BENCH_PG_NOTES", "300"))
 LATENCY = 0.05  # seconds per embedding request
 DIMS = 64
 TARGET_2 = 1.8
+ROUNDS = int(os.environ.get("KTUI_BENCH_PG_ROUNDS", "1"))
+PROCESSES = tuple(int(n) for n in os.environ.get("KTUI_BENCH_PG_PROCESSES", "1,2,4").split(","))
 
 
-def run(tmp_path, url: str, schema: str, server, processes: int) -> tuple[float, int]:
+def run(tmp_path, url: str, schema: str, server, processes: int, round_: int) -> tuple[float, int]:
     """Notes per second with `processes` serve processes, and the requests they sent."""
     serves = []
     con = connect(url, schema)
     try:
         for k in range(processes):
-            serves.append(start(machine(tmp_path / f"p{processes}-{k}", server.url, url, schema, lease_ttl=30)))
+            serves.append(start(machine(tmp_path / f"r{round_}-p{processes}-{k}", server.url, url, schema,
+                                        lease_ttl=30)))
         completion_log(con)
-        base = create_base(serves[0], f"bench-{processes}")
+        base = create_base(serves[0], f"bench-{round_}-{processes}")
         texts = [f"note {k} of run {processes}: sea otters hold hands while they sleep, {k * 7919}"
                  for k in range(NOTES)]
         requests = server.request_count
@@ -81,19 +87,29 @@ def run(tmp_path, url: str, schema: str, server, processes: int) -> tuple[float,
 
 def test_serve_processes_scale_on_one_shared_base(tmp_path, postgres_server, pg_schema) -> None:
     server = start_embedding_server(DIMS, subprocess=True)
+    rounds: list[dict[int, tuple[float, int]]] = []
     try:
         server.faults.delay(LATENCY)
-        figures = {n: run(tmp_path, postgres_server.url, pg_schema, server, n) for n in (1, 2, 4)}
+        for round_ in range(ROUNDS):
+            load = os.getloadavg()[0]
+            figures = {n: run(tmp_path, postgres_server.url, pg_schema, server, n, round_) for n in PROCESSES}
+            rounds.append(figures)
+            one = figures[PROCESSES[0]][0]
+            print(f"\n  round {round_ + 1} (load average {load:.2f} at its start): "
+                  + "  ".join(f"{n}p {rate:.1f} notes/s {rate / one:.2f}x" for n, (rate, _) in figures.items()),
+                  flush=True)
     finally:
         server.stop()
     print()
     print(f"ktui serve processes on one PostgreSQL base: {NOTES} notes added through the first one, "
           f"embedding server answering in {LATENCY * 1000:.0f} ms, default settings (concurrency 5); "
-          f"{os.cpu_count()} cores")
-    one = figures[1][0]
-    for n, (rate, sent) in figures.items():
-        ratio = rate / one
+          f"{os.cpu_count()} cores; {ROUNDS} round(s), medians of the same-round ratios")
+    for n in PROCESSES:
+        ratios = [r[n][0] / r[PROCESSES[0]][0] for r in rounds]
+        ratio = statistics.median(ratios)
+        rate = statistics.median(r[n][0] for r in rounds)
+        sent = sum(r[n][1] for r in rounds)
         note = {1: "(baseline)", 2: f"target >= {TARGET_2}x: {'met' if ratio >= TARGET_2 else 'MISSED'}",
-                4: "(ideal 4x)"}[n]
-        print(f"  {n} process(es): {rate:6.1f} notes/s  {ratio:4.2f}x one  {sent} requests "
-              f"({NOTES / max(sent, 1):.1f} notes a request)  {note}")
+                4: "(ideal 4x)"}.get(n, "")
+        print(f"  {n} process(es): {rate:6.1f} notes/s  {ratio:4.2f}x one (rounds: "
+              f"{' / '.join(f'{x:.2f}' for x in ratios)})  {NOTES * ROUNDS / max(sent, 1):.1f} notes a request  {note}")

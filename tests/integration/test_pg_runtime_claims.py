@@ -306,3 +306,35 @@ async def test_a_second_machine_gets_its_share_of_a_backlog_the_first_one_swept(
     finally:
         await one.close()
         await two.close()
+
+
+
+async def test_a_completed_leaf_is_not_given_back_twice_and_leaves_no_lease(postgres_server, pg_schema, tmp_path, server):
+    """A leaf's completion deletes its claim in the transaction that completes it, so the
+    task does not give it back again afterwards (a round trip a note on every indexer);
+    a task that ends otherwise (here: its leaf failed) still does. No lease is left."""
+    from tests.support.pg_leases import connect
+
+    url, clock = postgres_server.url, FakeClock()
+    async with runtime_on(url, pg_schema, tmp_path / "a", server.url, "a", clock) as a:
+        base_id, ids = await make_notes(a, url, pg_schema, 7)
+        given_back: list[str] = []
+        release = a.claims.release
+
+        async def counting(item_ids):
+            given_back.extend(item_ids)
+            return await release(item_ids)
+
+        a.claims.release = counting  # type: ignore[method-assign]
+        a.runtime.enqueue_items(await a.runtime.items.get_many(ids[:6]))
+        await a.runtime.wait_idle()
+        assert set((await statuses(a, ids[:6])).values()) == {ItemStatus.COMPLETED}
+        assert given_back == []
+        server.faults.fail(status=400, times=20)  # refused outright: the last note fails
+        a.runtime.enqueue_items(await a.runtime.items.get_many(ids[6:]))
+        await a.runtime.wait_idle()
+        server.faults.clear()
+        assert (await statuses(a, ids[6:])) == {ids[6]: ItemStatus.FAILED}
+        assert given_back == [ids[6]]
+        with connect(url, pg_schema) as con:
+            assert con.execute("SELECT count(*) FROM item_lease").fetchone()[0] == 0

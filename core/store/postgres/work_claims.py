@@ -31,7 +31,9 @@ from .notify import channel_for
 
 T = TypeVar("T")
 
-IDLE_SWEEP_EVERY = 1.0  # seconds: one cheap statement a second from each process with a free worker
+# seconds: one cheap statement a second from each process with a free worker, for work
+# nobody announced (an idle process sweeps at once when another one adds items: heartbeat.py)
+IDLE_SWEEP_EVERY = 1.0
 
 
 class PgWorkClaims:
@@ -40,10 +42,11 @@ class PgWorkClaims:
     shared = True
 
     def __init__(self, url: str, schema: str, *, leases: Leases | None = None, pool_size: int = 2,
-                 heartbeat_every: float | None = None, idle_sweep_every: float = IDLE_SWEEP_EVERY):
+                 heartbeat_every: float | None = None, idle_sweep_every: float | None = None):
         self.leases = leases or Leases()
         self._heartbeat_every = heartbeat_every  # None: a third of the leases' TTL
-        self.idle_sweep_every = idle_sweep_every
+        # None: the module's IDLE_SWEEP_EVERY, read now (a test of the facade sets it first)
+        self.idle_sweep_every = IDLE_SWEEP_EVERY if idle_sweep_every is None else idle_sweep_every
         self._pool = Connections(url, schema, pool_size)
         self._where = f"PostgreSQL catalogue {self._pool.where} (schema {schema})"
         self._channel = channel_for(schema)
