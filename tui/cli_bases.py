@@ -140,7 +140,7 @@ async def cmd_base_restore(settings: Settings, args: argparse.Namespace) -> int:
                   f"({new.embedding_model_id}, {new.dimensions} dims, {len(roots)} items)")
             say(f"the source base {source.id} is kept; delete it with `ktui base delete {source.id}`")
             if outcome is None and roots:
-                not_waited_hint(args)
+                not_waited_hint(ks, args)
     return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
 
 
@@ -210,7 +210,7 @@ async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
     else:
         _print_import(report, args.file)
         if queued and outcome is None:
-            not_waited_hint(args)
+            not_waited_hint(ks, args)
     failed = not report.ok or (outcome is not None and not outcome.ok)
     return EXIT_FAILURE if failed else EXIT_OK
 

@@ -112,7 +112,7 @@ async def _report_queued(
     if args.json:
         dump({"base_id": base.id, "items": [item_json(i) for i in items], "wait": wait_json(outcome)})
     elif outcome is None:
-        not_waited_hint(args)
+        not_waited_hint(ks, args)
     return EXIT_FAILURE if outcome is not None and not outcome.ok else EXIT_OK
 
 

@@ -159,8 +159,16 @@ def wait_json(outcome: WaitOutcome | None) -> dict[str, Any] | None:
     }
 
 
-def not_waited_hint(args: argparse.Namespace) -> None:
-    if not args.json:
+def not_waited_hint(ks: Any, args: argparse.Namespace) -> None:
+    """Where queued work goes when the command does not wait. On a shared store a TUI,
+    `ktui serve` or `ktui watch` open anywhere on it sweeps the items at once; on SQLite
+    they wait for the next ktui that holds this data directory."""
+    if args.json:
+        return
+    if ks.settings.store.url is not None:
+        err("queued on the shared store; any TUI, `ktui serve` or `ktui watch` open on it indexes them now, "
+            "else the next one to open it (use --wait, or run `ktui wait`, to index from here)")
+    else:
         err("queued; indexing runs the next time ktui opens this data directory "
             "(use --wait, or run `ktui wait`, to index now)")
 

@@ -51,6 +51,12 @@ def test_one_machine_indexes_a_folder_and_another_searches_it(tmp_path, server, 
     assert not (one.home / "knowledge.db").exists() and not (two.home / "knowledge.db").exists()
     outputs.append(one("--store", url, "doctor", "--json"))
     outputs.append(one("--debug", "--store", url, "add", "Team", "--note", "Debug logs too.", "--wait"))  # every log line
+    # without --wait the items wait on the shared store for whoever indexes it: this machine's
+    # `ktui wait` (a sweeper) picks the other one's note up
+    queued = two("--store", url, "add", "Team", "--note", "Queued for whoever indexes it.")
+    assert "queued on the shared store; any TUI, `ktui serve` or `ktui watch` open on it" in queued.stderr
+    assert "done: 1 completed, 0 failed" in one("--store", url, "wait").stderr
+    outputs.append(queued)
     for proc in outputs:
         assert SECRET not in proc.stdout + proc.stderr
 
