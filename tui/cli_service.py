@@ -5,6 +5,9 @@ the queue."""
 from __future__ import annotations
 
 import argparse
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ktui.core import Settings
 from ktui.core.models import ItemStatus, KnowledgeItem
@@ -65,10 +68,8 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         })
     else:
         say(f"checked {len(report.checked)} file(s)")
-        for f in report.findings:
-            say(f"{'repaired' if f.repaired else 'problem'}  {f.subject}: {f.problem}")
-            if f.action:
-                say(f"    {f.action}")
+        for line in finding_lines(report.findings):
+            say(line)
         if report.healthy:
             say("no problems found")
         else:
@@ -78,11 +79,34 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         if after is not None:
             say("after the repairs: " + ("no problems found" if after.healthy else
                                          f"{len(after.findings)} problem(s) left"))
-            for f in after.findings:
-                say(f"problem  {f.subject}: {f.problem}")
+            for line in finding_lines(after.findings, actions=False):
+                say(line)
     if after is not None:
         return EXIT_OK if after.healthy else EXIT_FAILURE
     return EXIT_OK if not report.unresolved else EXIT_FAILURE
+
+
+SHOWN_ALIKE = 3  # findings of one kind shown one by one before the rest are counted
+
+
+def finding_lines(findings: Sequence[Any], *, actions: bool = True) -> Iterator[str]:
+    """The text report's lines: each finding (and what repair does about it), except that
+    of many alike (the same problem and action: the thousands of items a crash left
+    `processing`) only the first SHOWN_ALIKE are named and the rest counted in one line,
+    so the report stays readable; `--json` lists every one."""
+    seen: Counter[tuple[bool, str, str | None]] = Counter()
+    for f in findings:
+        kind = (f.repaired, f.problem, f.action)
+        seen[kind] += 1
+        if seen[kind] > SHOWN_ALIKE:
+            continue
+        yield f"{'repaired' if f.repaired else 'problem'}  {f.subject}: {f.problem}"
+        if actions and f.action:
+            yield f"    {f.action}"
+    for (repaired, problem, _), count in seen.items():
+        if count > SHOWN_ALIKE:
+            yield (f"{'repaired' if repaired else 'problem'}  … and {count - SHOWN_ALIKE:,} more like the above "
+                   f"({problem}; `ktui doctor --json` lists every one)")
 
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:

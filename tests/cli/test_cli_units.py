@@ -141,3 +141,28 @@ def test_docs_name_every_command():
         names = [f"{name} {n}" for n in nested[0].choices] if nested else [name]
         for full in names:
             assert f"ktui {full}" in text, full
+
+
+def test_doctor_names_a_few_findings_of_each_kind_and_counts_the_rest():
+    from ktui.core.doctor import DoctorFinding
+    from ktui.tui.cli_service import SHOWN_ALIKE, finding_lines
+
+    stuck = [DoctorFinding(f"item i{k} (/notes/n{k}.md)", "processing, but nothing is working on it",
+                           "repair would: queued it again") for k in range(1904)]
+    damaged = DoctorFinding("bases/b.sqlite", "the store cannot be opened", "repair would: rebuild base B")
+    lines = list(finding_lines([*stuck[:2], damaged, *stuck[2:]]))
+    assert lines == [
+        "problem  item i0 (/notes/n0.md): processing, but nothing is working on it",
+        "    repair would: queued it again",
+        "problem  item i1 (/notes/n1.md): processing, but nothing is working on it",
+        "    repair would: queued it again",
+        "problem  bases/b.sqlite: the store cannot be opened",
+        "    repair would: rebuild base B",
+        "problem  item i2 (/notes/n2.md): processing, but nothing is working on it",
+        "    repair would: queued it again",
+        f"problem  … and {1904 - SHOWN_ALIKE:,} more like the above (processing, but nothing is working on it; "
+        "`ktui doctor --json` lists every one)",
+    ]
+    # a handful is listed in full; after the repairs, without the actions
+    assert len(list(finding_lines(stuck[:SHOWN_ALIKE]))) == 2 * SHOWN_ALIKE
+    assert list(finding_lines([damaged], actions=False)) == ["problem  bases/b.sqlite: the store cannot be opened"]
