@@ -44,6 +44,7 @@ BAR_WIDTH = 24
 REDRAW_SECONDS = 0.1  # at most ~10 redraws a second on a terminal
 PLAIN_SECONDS = 10.0  # a summary line at most this often off a terminal
 RATE_WINDOW_SECONDS = 15.0  # the rate (and so the ETA) is measured over this much recent time
+SETTLE_SECONDS = 3.0  # the total must stay put this long (a folder walk over) before an ETA is shown
 BATCH_SECONDS = 0.05  # let events gather between two passes: coalescing then drops stale states
 
 Clock = Callable[[], float]
@@ -208,10 +209,13 @@ class Figures:
     rate: float | None  # items per second, None until measurable
     elapsed: float
     ocr_pages: tuple[int, int] | None = None  # pages recognised / to recognise in the files OCR is reading
+    counting: bool = False  # the total grew within SETTLE_SECONDS: a folder is still being walked
 
     @property
     def eta(self) -> float | None:
-        if not self.rate or self.done >= self.total:
+        """None while the total still grows: the time left for the items found so far
+        (`ETA 0s` when indexing keeps up with the walk) says nothing about the rest."""
+        if not self.rate or self.done >= self.total or self.counting:
             return None
         return (self.total - self.done) / self.rate
 
@@ -237,6 +241,8 @@ def describe(f: Figures) -> str:
     eta = f.eta
     if eta is not None:
         parts.append(f"ETA {duration(eta)}")
+    elif f.counting and f.done < f.total:
+        parts.append("still finding files")
     if f.failed:
         parts.append(f"{f.failed:,} failed")
     return " · ".join(parts)
@@ -310,6 +316,8 @@ class Follower:
         self.below: set[str] = set()  # items that existed below a followed folder: counted once they change
         self.slow: tuple[str, ...] = ()  # providers being paced down: a line when one becomes slow
         self.missed = False  # a Resync: another process's changes may have been missed
+        self._total_seen: int | None = None  # the total at the last figures() (None: not yet), and when it grew
+        self._grew_at: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -381,8 +389,12 @@ class Follower:
     def figures(self) -> Figures:
         now = self.progress.clock()
         t = self.tally
+        if self._total_seen is not None and t.total > self._total_seen:
+            self._grew_at = now
+        self._total_seen = t.total
+        counting = self._grew_at is not None and now - self._grew_at < SETTLE_SECONDS
         return Figures(t.done, t.total, t.failed, self.chunks, self.rate.sample(now, t.done), now - self.started,
-                       self.ocr.figures())
+                       self.ocr.figures(), counting)
 
     def show(self, *, force: bool = False) -> None:
         if force or self.progress.due():
@@ -417,6 +429,7 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
     follower = Follower(ks, progress, base_ids)
     for root in roots:
         follower.tally.track(root.id, root.status, root.base_id)
+    follower.figures()  # the roots' count: what is found below them from here on is counting
     containers = [r.id for r in roots if not r.type.is_leaf]
     if containers:  # what already exists below a followed folder: a refresh reads some of it again
         follower.below = set(await ks.statuses_below(containers))

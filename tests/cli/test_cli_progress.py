@@ -12,10 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ktui.core.config import OcrSettings
-from ktui.core.models import ItemInput, ItemStatus, Resync
+from ktui.core.models import ItemChanged, ItemInput, ItemsAdded, ItemStatus, Resync
 from ktui.tui.cli_progress import (
     PLAIN_SECONDS,
     REDRAW_SECONDS,
+    SETTLE_SECONDS,
     Figures,
     Follower,
     PageCounter,
@@ -265,3 +266,26 @@ async def test_add_wait_counts_the_pages_of_a_scan_while_ocr_reads_it(tmp_path, 
     assert outcome.ok and outcome.completed == 1
     assert "progress: 0/1 items · 0 chunks · OCR 1/3 pages" in out.getvalue()
     assert "OCR 4/" not in out.getvalue()  # never more pages than the file has
+
+
+async def test_no_eta_while_a_folder_walk_still_adds_items(tmp_path, server):
+    """While the total grows (a folder being walked) the line says so instead of an ETA for
+    the items found so far (`ETA 0s` when indexing keeps up with the walk); once the total
+    has stayed put for SETTLE_SECONDS of the (fake) clock, the ETA is back."""
+    clock = FakeClock()
+    async with open_service(tmp_path / "data", server.url) as ks:
+        follower = Follower(ks, Progress(io.StringIO(), tty=False, clock=clock), ["b"])
+        follower.tally.track("folder", ItemStatus.PROCESSING, "b")
+        assert not follower.figures().counting  # the roots' own count
+        clock.now += 1
+        follower.apply(ItemsAdded("b", tuple(f"f{i}" for i in range(10)), "folder"))
+        for i in range(5):
+            follower.apply(ItemChanged("b", f"f{i}", ItemStatus.COMPLETED, None, None))
+        growing = follower.figures()
+        assert growing.counting and growing.rate and growing.eta is None
+        assert describe(growing).endswith("5/11 items · 0 chunks · 5.0 items/s · still finding files")
+        clock.now += SETTLE_SECONDS - 0.1
+        assert follower.figures().counting
+        clock.now += 0.2
+        settled = follower.figures()
+        assert not settled.counting and settled.eta is not None and "ETA" in describe(settled)
