@@ -215,6 +215,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     if want("search"):
         p = command(sub, "search", "search one base, several, or all of them")
+        # argparse spells a '+' argument "X [X ...]", which read as several queries
+        p.usage = "ktui search [options] BASE [BASE ...] QUERY\n       ktui search [options] --all QUERY"
         p.add_argument("terms", nargs="+", metavar="BASE... QUERY",
                        help="base ids or unique names, then the query (with --all: the query only)")
         p.add_argument("--all", action="store_true", help="search every usable base")

@@ -106,6 +106,8 @@ def test_usage_errors_exit_2(ktui):
     assert "--demo only applies to the TUI" in ktui("--demo", "base", "list", rc=2).stderr
     assert "--sitemap expects http(s) URLs" in ktui("add", "B", "./local", "--sitemap", rc=2).stderr
     assert "name the bases to export, or give --all" in ktui("base", "export", rc=2).stderr
+    assert "usage: ktui search [options] BASE [BASE ...] QUERY\n       ktui search [options] --all QUERY" in \
+        ktui("search", "--help").stdout
     help_text = ktui("--help").stdout
     for command in ("base", "add", "items", "reindex", "rm", "search", "chunks", "models", "rank", "wait", "groups"):
         assert f"    {command}" in help_text
