@@ -20,6 +20,7 @@ either way.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections import deque
@@ -248,16 +249,34 @@ def describe(f: Figures) -> str:
     return " · ".join(parts)
 
 
+def bar_line(figures: Figures, columns: int) -> str:
+    """The bar and the figures in fewer than `columns` cells: a longer line wraps, and the
+    next redraw (`\\r` and erase line) clears only its last row, so every redraw would leave
+    a row behind. The bar shrinks first (down to 4 cells), then goes, then the figures are
+    cut with `…`."""
+    text = describe(figures)
+    room = columns - 1  # never the last column: some terminals wrap on it
+    if room <= 0:
+        return ""
+    width = min(BAR_WIDTH, room - len(text) - 3)
+    if width >= 4:
+        filled = round((figures.done / figures.total if figures.total else 1.0) * width)
+        return f"[{'█' * filled}{'░' * (width - filled)}] {text}"
+    return text if len(text) <= room else text[: room - 1] + "…"
+
+
 class Progress:
     """Where progress goes: a bar redrawn in place on a terminal, summary lines elsewhere.
 
     `clock` (seconds, monotonic) decides when to redraw; tests pass a fake one.
     """
 
-    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None, clock: Clock = time.monotonic):
+    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None, clock: Clock = time.monotonic,
+                 columns: int | None = None):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.clock = clock
+        self._columns = columns  # None: the terminal's width, read at every draw (it may be resized)
         self._last_draw: float | None = None
         self._drawn = False
         self.draws = 0  # how many times progress was written (the tests count them)
@@ -284,12 +303,18 @@ class Progress:
             self.stream.write(f"progress: {describe(figures)}\n")
             self.stream.flush()
             return
-        frac = figures.done / figures.total if figures.total else 1.0
-        filled = round(frac * BAR_WIDTH)
-        bar = "█" * filled + "░" * (BAR_WIDTH - filled)
-        self.stream.write("\r\x1b[2K" + f"[{bar}] {describe(figures)}"[:200])
+        self.stream.write("\r\x1b[2K" + bar_line(figures, self.columns()))
         self.stream.flush()
         self._drawn = True
+
+    def columns(self) -> int:
+        if self._columns is not None:
+            return self._columns
+        try:
+            columns = os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):  # not a real terminal after all
+            return 80
+        return columns if columns > 0 else 80  # a pty nobody gave a size
 
     def clear(self) -> None:
         if self.tty and self._drawn:

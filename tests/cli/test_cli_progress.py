@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ktui.core.config import OcrSettings
 from ktui.core.models import ItemChanged, ItemInput, ItemsAdded, ItemStatus, Resync
 from ktui.tui.cli_progress import (
+    BAR_WIDTH,
     PLAIN_SECONDS,
     REDRAW_SECONDS,
     SETTLE_SECONDS,
@@ -22,6 +23,7 @@ from ktui.tui.cli_progress import (
     PageCounter,
     Progress,
     Tally,
+    bar_line,
     describe,
     duration,
     follow,
@@ -289,3 +291,24 @@ async def test_no_eta_while_a_folder_walk_still_adds_items(tmp_path, server):
         clock.now += 0.2
         settled = follower.figures()
         assert not settled.counting and settled.eta is not None and "ETA" in describe(settled)
+
+
+@given(st.integers(0, 10**7), st.integers(0, 10**7), st.integers(0, 10**5), st.integers(1, 400))
+def test_the_bar_never_reaches_the_last_column(done, total, failed, columns):
+    """A line as wide as the terminal wraps, and a redraw (\\r, erase line) clears only its
+    last row: every redraw would leave a row behind on an 80-column terminal."""
+    figures = Figures(done=min(done, total), total=total, failed=failed, chunks=done * 3, rate=12345.0,
+                      elapsed=1.0, ocr_pages=(done % 100, 99))
+    line = bar_line(figures, columns)
+    assert len(line) <= max(0, columns - 1)
+    if len(describe(figures)) + BAR_WIDTH + 3 <= columns - 1:  # room for all of it
+        assert line.startswith("[") and line.count("█") + line.count("░") == BAR_WIDTH and "…" not in line
+
+
+def test_on_80_columns_the_bar_shrinks_before_the_figures_are_cut():
+    figures = Figures(done=5120, total=20001, failed=2, chunks=5118, rate=312.0, elapsed=9.0)
+    line = bar_line(figures, 80)
+    assert line.endswith("] 5,120/20,001 items · 5,118 chunks · 312 items/s · ETA 48s · 2 failed")
+    assert len(line) == 79 and 4 <= line.count("█") + line.count("░") < BAR_WIDTH
+    narrow = bar_line(figures, 40)  # no room for a bar: the figures, cut
+    assert narrow.startswith("5,120/20,001 items") and narrow.endswith("…") and len(narrow) == 39
