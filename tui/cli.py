@@ -301,6 +301,12 @@ COMMANDS = ("base", "add", "items", "item", "reindex", "rm", "search", "chunks",
 _VALUE_OPTIONS = ("--data-dir", "--config", "--store")  # the top-level options that take a value
 
 
+def _end_of_line() -> str:
+    """On a terminal, a newline first: the progress bar (and the terminal's `^C`) end the
+    line the cursor is on, and the message would be glued to them."""
+    return "\n" if sys.stderr.isatty() else ""
+
+
 def command_word(argv: Sequence[str]) -> str | None:
     """The command `argv` runs, or None when the whole parser is needed: no command (the
     TUI), one argparse would not know, or the top-level help asked for before it.
@@ -385,10 +391,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        print(f"{_end_of_line()}{PROG}: interrupted", file=sys.stderr)
         return 130
     except Terminated:
-        print(f"{PROG}: terminated; unfinished work resumes at the next start", file=sys.stderr)
+        print(f"{_end_of_line()}{PROG}: terminated; unfinished work resumes at the next start", file=sys.stderr)
         return 143
     except BrokenPipeError:
         _silence_stdout()

@@ -250,12 +250,12 @@ def describe(f: Figures) -> str:
 
 
 def bar_line(figures: Figures, columns: int) -> str:
-    """The bar and the figures in fewer than `columns` cells: a longer line wraps, and the
+    """The bar and the figures in `columns` - 3 cells: a longer line wraps, and the
     next redraw (`\\r` and erase line) clears only its last row, so every redraw would leave
     a row behind. The bar shrinks first (down to 4 cells), then goes, then the figures are
     cut with `…`."""
     text = describe(figures)
-    room = columns - 1  # never the last column: some terminals wrap on it
+    room = columns - 3  # some terminals wrap on the last column, and Ctrl+C echoes `^C` after the line
     if room <= 0:
         return ""
     width = min(BAR_WIDTH, room - len(text) - 3)

@@ -365,6 +365,54 @@ def test_progress_bar_on_a_terminal(ktui):
     assert "progress: " not in tty_err  # summary lines are for logs, not terminals
 
 
+def test_ctrl_c_on_a_narrow_terminal_leaves_one_bar_row_and_a_message_of_its_own(ktui, server):
+    """On a 60-column terminal every redraw of the bar fits in it (a wrapped line leaves a
+    row behind at each redraw) and the `interrupted` line starts a line of its own."""
+    import fcntl
+    import pty
+    import signal
+    import struct
+    import termios
+
+    notes = ktui.work / "many"
+    notes.mkdir()
+    for i in range(40):
+        (notes / f"n{i}.md").write_text(f"# Note {i}\n\nOtter number {i} floats.\n", encoding="utf-8")
+    ktui("base", "create", "Narrow")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))
+    server.faults.delay(0.5)  # each request waits: the wait is still running when ^C comes
+    out = b""
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "ktui.tui.cli", "add", "Narrow", str(notes), "--wait"],
+                                cwd=ktui.work, env=ktui.env(), stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        slave = -1
+        deadline = time.monotonic() + 60  # a hang guard only
+        while "█".encode() not in out:  # the bar is drawn: now interrupt
+            assert time.monotonic() < deadline and proc.poll() is None, out
+            out += os.read(master, 65536)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+    finally:
+        server.faults.clear()
+        if slave != -1:
+            os.close(slave)
+        os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert text.replace("\r\n", "\n").endswith("\nktui: interrupted\n"), text
+    bars = [part.split("\n")[0] for part in text.split("\r\x1b[2K")[1:]]
+    assert bars and all(0 < len(bar) <= 57 for bar in bars if bar), bars
+
+
 def test_plain_ktui_opens_the_tui_with_the_settings(tmp_path, monkeypatch):
     """No sub-command: the TUI entry point gets the loaded settings (and --demo)."""
     import ktui.tui.launch
