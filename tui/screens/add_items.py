@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -35,14 +36,49 @@ from ktui.tui.text import literal
 TABS = ("file", "folder", "url", "sitemap", "note")
 
 
-class FolderTree(DirectoryTree):
+class PathPicker(DirectoryTree):
+    """A directory tree that picks a path for the text field under it, and hands typing to it.
+
+    A tree consumes no printable key, so a letter typed while it has the focus (as it has when
+    the dialog opens and after `F2`/`F3`) would bubble to the dialog's own bindings: `q` quit
+    the whole app halfway through typing `/home/quentin`. Every printable key but Space (the
+    tree's own: expand) moves the focus to the path field and is delivered there, as if the
+    user had pressed Tab first (a picked path is replaced, as Tab selects it). The focus moves
+    synchronously, and keys of a burst the terminal delivered at once that were already queued
+    here (Space included) follow it there, in order; `check_consume_key` keeps the footer and
+    the binding chain from offering `q` meanwhile."""
+
+    def __init__(self, path: Path, *, field: str, id: str) -> None:
+        super().__init__(path, id=id)
+        self.field = field  # id of the Input the picked path goes to
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return _typed(character)
+
+    def on_key(self, event: events.Key) -> None:
+        field = self.screen.query_one(f"#{self.field}", Input)
+        handed_over = self.screen.focused is field  # a key of a burst queued here before the focus moved
+        if not (handed_over or _typed(event.character)):
+            return
+        event.stop()
+        event.prevent_default()
+        if not handed_over:
+            self.screen.set_focus(field)  # now: the keys after this one go straight to the field
+        field.post_message(events.Key(event.key, event.character))  # queued after its Focus
+
+
+def _typed(character: str | None) -> bool:
+    return character is not None and character.isprintable() and character != " "
+
+
+class FolderTree(PathPicker):
     """Only folders (hidden ones left out)."""
 
     def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
         return [p for p in paths if p.is_dir() and not p.name.startswith(".")]
 
 
-class FileTree(DirectoryTree):
+class FileTree(PathPicker):
     def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
         return [p for p in paths if not p.name.startswith(".")]
 
@@ -70,10 +106,10 @@ class AddItemsScreen(FormDialog):
             yield Label(literal(f"Add to “{self.base_name}”", one_line=True), classes="dialog-title")
             with TabbedContent(initial=self.initial_tab, id="tabs"):
                 with TabPane(self._tab_title("File", "file"), id="file"):
-                    yield FileTree(self.start_dir, id="file-tree")
+                    yield FileTree(self.start_dir, field="file-path", id="file-tree")
                     yield Input(placeholder="path of a file (pick above or type)", id="file-path")
                 with TabPane(self._tab_title("Folder", "folder"), id="folder"):
-                    yield FolderTree(self.start_dir, id="folder-tree")
+                    yield FolderTree(self.start_dir, field="folder-path", id="folder-tree")
                     yield Input(placeholder="path of a folder (pick above or type)", id="folder-path")
                     yield Horizontal(Switch(value=False, id="watch"), Label("Watch for changes"),
                                      classes="switch-row")
