@@ -11,6 +11,7 @@ An event batch never replaces another (each carries different events).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,7 @@ class ItemsPage(Message):
     items: list[KnowledgeItem]
     generation: int  # drops pages meant for a tree that was reloaded since
     replace: bool = False  # first page of a reload: clear existing children first
+    applied: asyncio.Event | None = None  # set once handled: the fetcher waits for it (one page in flight)
 
 
 @dataclass
