@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from typing import Any
 
 from ktui.core.models import (
@@ -68,6 +69,38 @@ def data_to_json(data: ItemData) -> str:
         # SQLite text; \uXXXX escapes keep it exact and json.loads restores it.
         text = json.dumps(payload, ensure_ascii=True, separators=(",", ":"))
     return text
+
+
+def stored_data_problem(item_type: ItemType, payload: dict[str, Any]) -> str | None:
+    """What is wrong with a payload another program wrote (an export's index) for an item of
+    `item_type`, or None. Every row read back is built with `data_from_json`, so a payload
+    without a required field, or with a field of the wrong kind, would fail each listing of
+    its base later (a TypeError far from the import that let it in)."""
+    cls = ITEM_DATA_CLASSES[item_type]
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if f.name not in payload:
+            if required:
+                return f"needs '{f.name}'"
+            continue
+        value = payload[f.name]
+        allowed = typing.get_args(hints[f.name]) or (hints[f.name],)
+        kinds = tuple(typing.get_origin(a) or a for a in allowed)
+        if value is None and type(None) in kinds:
+            continue
+        if isinstance(value, bool) and bool not in kinds:  # a bool is an int to isinstance
+            return f"'{f.name}' must be {_kind_names(kinds)}"
+        if not isinstance(value, tuple(k for k in kinds if isinstance(k, type))):
+            return f"'{f.name}' must be {_kind_names(kinds)}"
+        if required and isinstance(value, str) and not value.strip():
+            return f"'{f.name}' must not be empty"
+    return None
+
+
+def _kind_names(kinds: tuple[Any, ...]) -> str:
+    names = {str: "text", int: "a whole number", bool: "true or false", dict: "an object", type(None): "null"}
+    return " or ".join(names.get(k, getattr(k, "__name__", str(k))) for k in kinds)
 
 
 def data_from_json(item_type: ItemType, raw: str) -> ItemData:

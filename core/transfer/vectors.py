@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from ktui.core.catalogue import Catalogue
+from ktui.core.data.rows import stored_data_problem
 from ktui.core.errors import InvalidOperationError, ValidationError
 from ktui.core.ids import new_id
+from ktui.core.models import ItemType
 from ktui.core.store.protocol import ChunkStore
 from ktui.core.store.rows import StoredRows, dump_metadata
 from ktui.core.transfer.migrate import containers_first
@@ -118,6 +120,8 @@ def _clean_items(raw: list[Any], base_id: str) -> tuple[list[list[Any]], dict[st
         if kind not in _TYPES or status not in _STATUSES or not isinstance(entry.get("data"), dict):
             raise ValidationError.field(label, "needs a known 'type', a 'status' of idle, completed or failed "
                                                "and a 'data' object")
+        if (problem := stored_data_problem(ItemType(kind), entry["data"])) is not None:
+            raise ValidationError.field(f"{label}.data", f"of a {kind} item {problem}")
         if group is not None and kinds.get(group) not in _CONTAINERS:
             raise ValidationError.field(label, "'group_id' names no folder or sitemap of the index")
         error = entry.get("error") if status == "failed" else None

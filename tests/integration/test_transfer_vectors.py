@@ -43,19 +43,31 @@ async def test_a_damaged_index_refuses_its_base_only_and_leaves_nothing(server, 
         (entry,) = doc["bases"]
         index = entry["index"]
         assert index["dimensions"] == DIMS and len(index["items"]) == 5 and len(index["chunks"]) > 5
-        for damage in ("short vector", "unknown item", "orphan child"):
+        damages = ("short vector", "unknown item", "orphan child", "folder without source", "file size as text",
+                   "watch as a number")
+        for damage in damages:
             bad = copy.deepcopy(doc)
             chunks, items = bad["bases"][0]["index"]["chunks"], bad["bases"][0]["index"]["items"]
             if damage == "short vector":
                 chunks[-1]["vector"] = base64.b64encode(b"\0" * 8).decode()
             elif damage == "unknown item":
                 chunks[0]["item_id"] = "nobody"
-            else:
+            elif damage == "orphan child":
                 next(i for i in items if i["group_id"] is not None)["group_id"] = "nobody"
+            elif damage == "folder without source":  # every later listing of the base would raise
+                del next(i for i in items if i["type"] == "directory")["data"]["source"]
+            elif damage == "file size as text":
+                next(i for i in items if i["type"] == "file")["data"]["size"] = "big"
+            else:
+                next(i for i in items if i["type"] == "directory")["data"]["watch"] = 1
             before = {b.id for b in (await ks.list_bases(limit=100)).items}
             report = await ks.import_bases(bad, again=True)
             (b,) = report.bases
             assert b.status == "error" and "index" in b.reason, damage
+            if damage in ("folder without source", "file size as text", "watch as a number"):
+                expected = {"folder without source": "needs 'source'", "file size as text": "'size' must be a whole",
+                            "watch as a number": "'watch' must be true or false"}[damage]
+                assert ".data" in b.reason and expected in b.reason, b.reason
             assert {b.id for b in (await ks.list_bases(limit=100)).items} == before, damage
         assert await ks.check_invariants() == []
 
