@@ -9,6 +9,8 @@ this also checks that the loading goes on to the last page.
 
 from __future__ import annotations
 
+import gc
+
 from ktui.core.service import KnowledgeService
 from ktui.tui.app import KtuiApp
 from ktui.tui.screens.item_detail import ItemDetailScreen
@@ -34,6 +36,8 @@ async def test_j_k_walk_a_big_folder_and_the_details_follow_the_cursor(settings)
         await until(lambda: len(folder.children) == N, pilot, 60, "every page of children")
         names = [c.data.item.display_name for c in folder.children]
         assert names == sorted(names) and len(set(names)) == N  # by name, each once
+        # the loader froze what existed between pages (item_tree._fetch_pages) and thawed it
+        await until(lambda: gc.get_freeze_count() == 0, pilot, 10, "nothing left frozen after the load")
 
         middle = N // 2
         tree.move_cursor(folder.children[middle])
