@@ -23,6 +23,7 @@ from ktui.core.models import QueueStats
 
 HISTORY = 40
 MIN_ETA_SECONDS = 2.0  # below this much observed work an ETA would be a guess: "estimating…"
+SETTLE_SECONDS = 3.0  # the work to do must stop growing this long (a folder walk over) before an ETA
 
 
 def format_duration(seconds: float) -> str:
@@ -43,21 +44,32 @@ class RunTracker:
         self.clock = clock
         self.started_at: float | None = None
         self.finished_at_start = 0
+        self._total: int | None = None  # finished + remaining at the last figures, and when it grew
+        self._grew_at: float | None = None
+        self.counting = False  # the work grew within SETTLE_SECONDS: a folder is still being walked
 
     def eta(self, stats: QueueStats) -> float | None:
-        """Seconds left, None while unknown; resets when the queue is idle."""
+        """Seconds left, None while unknown; resets when the queue is idle. None as well
+        while the work still grows (`counting`): the time left for what was found so far
+        reads 0s whenever indexing keeps up with a folder walk."""
         finished = stats.done + stats.failed
         remaining = stats.pending + stats.running
+        now = self.clock()
+        total = finished + remaining
+        if self._total is not None and total > self._total:
+            self._grew_at = now
+        self._total = total
+        self.counting = self._grew_at is not None and now - self._grew_at < SETTLE_SECONDS
         if remaining == 0:
             self.started_at = None
+            self._grew_at, self.counting = None, False
             return None
-        now = self.clock()
         if self.started_at is None or finished < self.finished_at_start:
             self.started_at, self.finished_at_start = now, finished
             return None
         elapsed = now - self.started_at
         progressed = finished - self.finished_at_start
-        if elapsed < MIN_ETA_SECONDS or progressed <= 0:
+        if elapsed < MIN_ETA_SECONDS or progressed <= 0 or self.counting:
             return None
         return remaining * elapsed / progressed
 
@@ -87,7 +99,10 @@ class StatusLine(Horizontal):
         t.append(f"failed {s.failed}", "bold red" if s.failed else "")
         if self.busy:
             t.append(f"  {s.chunks_per_second:.1f} chunks/s")
-            t.append("  ETA " + (format_duration(self.eta) if self.eta is not None else "estimating…"))
+            if self.eta is not None:
+                t.append("  ETA " + format_duration(self.eta))
+            else:
+                t.append("  still finding files" if self.run.counting else "  ETA estimating…")
         else:
             t.append("  idle", "dim")
         if s.recovering is not None:
