@@ -36,6 +36,10 @@ async def test_j_k_walk_a_big_folder_and_the_details_follow_the_cursor(settings)
         await until(lambda: len(folder.children) == N, pilot, 60, "every page of children")
         names = [c.data.item.display_name for c in folder.children]
         assert names == sorted(names) and len(set(names)) == N  # by name, each once
+        # pages came in display order (oldest first, as the walk created them): each landed
+        # below the rows already shown, so none moved under the cursor (nodes are numbered
+        # as they are added)
+        assert [c.id for c in folder.children] == sorted(c.id for c in folder.children)
         # the loader froze what existed between pages (item_tree._fetch_pages) and thawed it
         await until(lambda: gc.get_freeze_count() == 0, pilot, 10, "nothing left frozen after the load")
 

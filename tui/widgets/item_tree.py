@@ -143,8 +143,11 @@ class ItemTree(Tree[ItemNode]):
         try:
             while True:
                 try:
+                    # a folder's children oldest first: the walk created them in name order, which
+                    # is (nearly) the order they are shown in, so each page lands below the last
+                    # instead of pushing the rows the user is on down (roots: newest first)
                     result = await self.ks.list_items_after(base_id, group_id=parent_id, cursor=cursor,
-                                                            limit=PAGE_SIZE)
+                                                            limit=PAGE_SIZE, newest_first=parent_id is None)
                 except KnowledgeError as exc:
                     self.post_message(ServiceFailed("Loading items failed", str(exc), base_id=base_id))
                     return
