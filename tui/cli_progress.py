@@ -32,6 +32,7 @@ from ktui.core.errors import KnowledgeError
 from ktui.core.models import (
     BaseRemoved,
     ItemChanged,
+    ItemPhase,
     ItemsAdded,
     ItemsRemoved,
     ItemStatus,
@@ -45,7 +46,7 @@ BAR_WIDTH = 24
 REDRAW_SECONDS = 0.1  # at most ~10 redraws a second on a terminal
 PLAIN_SECONDS = 10.0  # a summary line at most this often off a terminal
 RATE_WINDOW_SECONDS = 15.0  # the rate (and so the ETA) is measured over this much recent time
-SETTLE_SECONDS = 3.0  # the total must stay put this long (a folder walk over) before an ETA is shown
+SETTLE_SECONDS = 3.0  # no item may have been found for this long (a folder walk over) before an ETA is shown
 BATCH_SECONDS = 0.05  # let events gather between two passes: coalescing then drops stale states
 
 Clock = Callable[[], float]
@@ -210,7 +211,7 @@ class Figures:
     rate: float | None  # items per second, None until measurable
     elapsed: float
     ocr_pages: tuple[int, int] | None = None  # pages recognised / to recognise in the files OCR is reading
-    counting: bool = False  # the total grew within SETTLE_SECONDS: a folder is still being walked
+    counting: bool = False  # a folder is being walked, or one found items within SETTLE_SECONDS
 
     @property
     def eta(self) -> float | None:
@@ -249,17 +250,21 @@ def describe(f: Figures) -> str:
     return " · ".join(parts)
 
 
+FIGURES_ROOM = 64  # cells kept for the figures before the bar gets any: most lines fit in them
+
+
 def bar_line(figures: Figures, columns: int) -> str:
-    """The bar and the figures in `columns` - 3 cells: a longer line wraps, and the
-    next redraw (`\\r` and erase line) clears only its last row, so every redraw would leave
-    a row behind. The bar shrinks first (down to 4 cells), then goes, then the figures are
-    cut with `…`."""
+    """The bar and the figures in `columns` - 3 cells: a longer line wraps, and the next
+    redraw (`\\r` and erase line) clears only its last row, so every redraw would leave a
+    row behind. The bar's width follows from the terminal's alone (24 cells from 94
+    columns, 10 at 80), so it stays put while the figures change length; a line whose
+    figures leave no room for it goes without, and figures too long are cut with `…`."""
     text = describe(figures)
     room = columns - 3  # some terminals wrap on the last column, and Ctrl+C echoes `^C` after the line
     if room <= 0:
         return ""
-    width = min(BAR_WIDTH, room - len(text) - 3)
-    if width >= 4:
+    width = min(BAR_WIDTH, room - FIGURES_ROOM - 3)
+    if width >= 4 and len(text) + width + 3 <= room:
         filled = round((figures.done / figures.total if figures.total else 1.0) * width)
         return f"[{'█' * filled}{'░' * (width - filled)}] {text}"
     return text if len(text) <= room else text[: room - 1] + "…"
@@ -341,8 +346,11 @@ class Follower:
         self.below: set[str] = set()  # items that existed below a followed folder: counted once they change
         self.slow: tuple[str, ...] = ()  # providers being paced down: a line when one becomes slow
         self.missed = False  # a Resync: another process's changes may have been missed
-        self._total_seen: int | None = None  # the total at the last figures() (None: not yet), and when it grew
-        self._grew_at: float | None = None
+        self.preparing: set[str] = set()  # followed folders and sitemaps being walked (phase `preparing`)
+        # just added, not walked yet: its `processing` (phase None) as it is queued is no end
+        # of a walk; one ends on `preparing` (then its end), on finding items, or on ending
+        self.unwalked: set[str] = set()
+        self._found_at: float | None = None  # when a walk last added items to follow
 
     @property
     def finished(self) -> bool:
@@ -375,6 +383,14 @@ class Follower:
         if isinstance(event, ItemChanged):
             if event.item_id not in tally and event.item_id in self.below:
                 tally.track(event.item_id, ItemStatus.PROCESSING, event.base_id)
+            if event.item_id in tally:
+                if event.status == ItemStatus.PROCESSING and event.phase == ItemPhase.PREPARING:
+                    self.preparing.add(event.item_id)
+                    self.unwalked.discard(event.item_id)
+                else:
+                    self.preparing.discard(event.item_id)
+                    if event.status != ItemStatus.PROCESSING:
+                        self.unwalked.discard(event.item_id)
             if event.item_id in tally and tally.set(event.item_id, event.status):
                 self._newly_failed.append(event.item_id)
             if event.item_id in tally:
@@ -383,13 +399,19 @@ class Follower:
             if event.group_id in tally:
                 for item_id in event.item_ids:
                     tally.track(item_id, ItemStatus.PROCESSING, event.base_id)
+                self._found_at = self.progress.clock()  # a walk found more: the total still grows
+                self.unwalked.discard(event.group_id)
         elif isinstance(event, ItemsRemoved):
             for item_id in event.item_ids:
                 tally.remove(item_id)
                 self.ocr.set(item_id, None)
+                self.preparing.discard(item_id)
+                self.unwalked.discard(item_id)
         elif isinstance(event, BaseRemoved):  # a deleted (or discarded) base: its items are no longer work
             for item_id in tally.remove_base(event.base_id):
                 self.ocr.set(item_id, None)
+                self.preparing.discard(item_id)
+                self.unwalked.discard(item_id)
         elif isinstance(event, Resync):
             self.missed = True
         elif isinstance(event, QueueStats):
@@ -414,10 +436,8 @@ class Follower:
     def figures(self) -> Figures:
         now = self.progress.clock()
         t = self.tally
-        if self._total_seen is not None and t.total > self._total_seen:
-            self._grew_at = now
-        self._total_seen = t.total
-        counting = self._grew_at is not None and now - self._grew_at < SETTLE_SECONDS
+        walking = bool(self.preparing or self.unwalked)
+        counting = walking or (self._found_at is not None and now - self._found_at < SETTLE_SECONDS)
         return Figures(t.done, t.total, t.failed, self.chunks, self.rate.sample(now, t.done), now - self.started,
                        self.ocr.figures(), counting)
 
@@ -454,10 +474,14 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
     follower = Follower(ks, progress, base_ids)
     for root in roots:
         follower.tally.track(root.id, root.status, root.base_id)
-    follower.figures()  # the roots' count: what is found below them from here on is counting
     containers = [r.id for r in roots if not r.type.is_leaf]
     if containers:  # what already exists below a followed folder: a refresh reads some of it again
         follower.below = set(await ks.statuses_below(containers))
+    # being walked: a folder says so (phase `preparing`); one just added has not started yet,
+    # and nothing exists below it (a refresh's folder has its children, and says so soon)
+    walks = [r for r in roots if not r.type.is_leaf and r.status == ItemStatus.PROCESSING]
+    follower.preparing = {r.id for r in walks if r.phase == ItemPhase.PREPARING}
+    follower.unwalked = {r.id for r in walks if r.phase is None and not follower.below}
     shared = ks.settings.store.url is not None
     idle = asyncio.ensure_future(ks.wait_idle(base_ids[0] if len(base_ids) == 1 else None, timeout=timeout))
     try:

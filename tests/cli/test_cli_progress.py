@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ktui.core.config import OcrSettings
-from ktui.core.models import ItemChanged, ItemInput, ItemsAdded, ItemStatus, Resync
+from ktui.core.models import ItemChanged, ItemInput, ItemPhase, ItemsAdded, ItemStatus, Resync
 from ktui.tui.cli_progress import (
     BAR_WIDTH,
     PLAIN_SECONDS,
@@ -292,6 +292,30 @@ async def test_no_eta_while_a_folder_walk_still_adds_items(tmp_path, server):
         settled = follower.figures()
         assert not settled.counting and settled.eta is not None and "ETA" in describe(settled)
 
+        # a folder being walked says so before it has found anything, however long the walk
+        follower.tally.track("walked", ItemStatus.PROCESSING, "b")
+        follower.apply(ItemChanged("b", "walked", ItemStatus.PROCESSING, ItemPhase.PREPARING, None))
+        clock.now += 10 * SETTLE_SECONDS
+        assert follower.figures().counting and "still finding files" in describe(follower.figures())
+        follower.apply(ItemChanged("b", "walked", ItemStatus.PROCESSING, None, None))  # walked: waits on its files
+        assert not follower.figures().counting
+
+        # a folder just added: its `processing` as it is queued does not end the walk it is
+        # waiting for; finding its files does (then the settling above)
+        follower.tally.track("fresh", ItemStatus.PROCESSING, "b")
+        follower.unwalked.add("fresh")
+        follower.apply(ItemChanged("b", "fresh", ItemStatus.PROCESSING, None, None))
+        assert follower.figures().counting
+        follower.apply(ItemsAdded("b", ("n1", "n2"), "fresh"))
+        clock.now += SETTLE_SECONDS + 0.1
+        assert not follower.figures().counting
+
+        # items that existed below a followed folder (`ktui wait`, a refresh) are counted as
+        # they change, but finding them is no walk: the ETA stays
+        follower.below = {"old1", "old2"}
+        follower.apply(ItemChanged("b", "old1", ItemStatus.COMPLETED, None, None))
+        assert follower.tally.total == 16 and not follower.figures().counting
+
 
 @given(st.integers(0, 10**7), st.integers(0, 10**7), st.integers(0, 10**5), st.integers(1, 400))
 def test_the_bar_never_reaches_the_last_column(done, total, failed, columns):
@@ -301,14 +325,21 @@ def test_the_bar_never_reaches_the_last_column(done, total, failed, columns):
                       elapsed=1.0, ocr_pages=(done % 100, 99))
     line = bar_line(figures, columns)
     assert len(line) <= max(0, columns - 3)
-    if len(describe(figures)) + BAR_WIDTH + 3 <= columns - 3:  # room for all of it
+    if len(describe(figures)) + BAR_WIDTH + 3 <= columns - 3 and columns >= 94:  # room for all of it
         assert line.startswith("[") and line.count("█") + line.count("░") == BAR_WIDTH and "…" not in line
 
 
-def test_on_80_columns_the_bar_shrinks_before_the_figures_are_cut():
-    figures = Figures(done=5120, total=20001, failed=2, chunks=5118, rate=312.0, elapsed=9.0)
-    line = bar_line(figures, 80)
-    assert line.endswith("] 5,120/20,001 items · 5,118 chunks · 312 items/s · ETA 48s · 2 failed")
-    assert len(line) == 77 and 4 <= line.count("█") + line.count("░") < BAR_WIDTH
-    narrow = bar_line(figures, 40)  # no room for a bar: the figures, cut
+def test_the_bar_keeps_its_width_while_the_figures_change_length():
+    """Its width follows from the terminal's alone: 10 cells on 80 columns whatever the
+    figures say; a line whose figures leave no room goes without it; too long, cut."""
+    widths = set()
+    for done, rate in ((0, None), (512, 210.0), (7104, 1299.0), (19852, 1885.0)):
+        line = bar_line(Figures(done=done, total=20001, failed=0, chunks=done, rate=rate, elapsed=5.0), 80)
+        widths.add(line.count("█") + line.count("░"))
+        assert len(line) <= 77
+    assert widths == {10}
+    assert bar_line(Figures(done=5, total=10, failed=0, chunks=5, rate=1.0, elapsed=5.0), 120).count("░") == BAR_WIDTH // 2
+    long = Figures(done=5120, total=20001, failed=2, chunks=5118, rate=312.0, elapsed=9.0)
+    assert bar_line(long, 80) == "5,120/20,001 items · 5,118 chunks · 312 items/s · ETA 48s · 2 failed"
+    narrow = bar_line(long, 40)  # no room for a bar: the figures, cut
     assert narrow.startswith("5,120/20,001 items") and narrow.endswith("…") and len(narrow) == 37
