@@ -217,7 +217,8 @@ async def cmd_base_import(settings: Settings, args: argparse.Namespace) -> int:
 
 def _print_import(report: Any, file: str) -> None:
     kind = "ktui export" if report.format == "ktui-export" else "desktop-client backup"
-    say(f"imported from a {kind}: {len(report.bases)} base(s)")
+    made = sum(1 for b in report.bases if b.status in ("completed", "failed"))  # failed: kept as data
+    say(f"read a {kind}: {len(report.bases)} base(s), {made} imported")
     for b in report.bases:
         skipped = f", {len(b.skipped)} skipped" if b.skipped else ""
         if b.status == "completed" and b.vectors:

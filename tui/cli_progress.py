@@ -40,6 +40,7 @@ from ktui.core.models import (
     QueueStats,
     Resync,
 )
+from ktui.tui.cli_render import names_itself, own_error
 from ktui.tui.cli_text import printable
 
 BAR_WIDTH = 24
@@ -70,22 +71,6 @@ class WaitOutcome:
     @property
     def ok(self) -> bool:
         return not self.failed and not self.unfinished
-
-
-def names_itself(item: KnowledgeItem) -> bool:
-    """A failure worth a line of its own: not a folder failed only because a file in it did
-    (that file has its line)."""
-    return item.type.is_leaf or not item.error or "child" not in item.error
-
-
-def own_error(item: KnowledgeItem) -> str:
-    """The item's error without the path it ends with when the line names that path already
-    (`Not a text file (binary content): /a/b.md`)."""
-    error = item.error or ""
-    for name in (item.source, getattr(item.data, "path", None)):
-        if isinstance(name, str) and name and error.endswith(f": {name}"):
-            return error[: -len(name) - 2]
-    return error
 
 
 class Tally:

@@ -244,7 +244,7 @@ def item_lines(item: KnowledgeItem, chunk_count: int | None, *, window_advice: s
         ("status", item_status_label(item)),
     ]
     if item.error:
-        rows.append(("error", item.error))
+        rows.append(("error", own_error(item)))  # the source row names the path
     if item.type.is_leaf:
         rows.append(("chunks", _dash(chunk_count)))
         window = window_row(item, window_advice)
@@ -263,13 +263,29 @@ def item_lines(item: KnowledgeItem, chunk_count: int | None, *, window_advice: s
     return [f"{k.ljust(width)}  {printable(str(v))}" for k, v in rows]
 
 
+def names_itself(item: KnowledgeItem) -> bool:
+    """A failure worth a line of its own: not a folder failed only because a file in it did
+    (that file has its line)."""
+    return item.type.is_leaf or not item.error or "child" not in item.error
+
+
+def own_error(item: KnowledgeItem) -> str:
+    """The item's error without the path it ends with when the line names that path already
+    (`Not a text file (binary content): /a/b.md`)."""
+    error = item.error or ""
+    for name in (item.source, getattr(item.data, "path", None)):
+        if isinstance(name, str) and name and error.endswith(f": {name}"):
+            return error[: -len(name) - 2]
+    return error
+
+
 def item_rows(items: Iterable[KnowledgeItem], depth: dict[str, int] | None = None) -> list[list[str]]:
     rows = []
     for item in items:
         indent = "  " * (depth or {}).get(item.id, 0)
         status = item_status_label(item)
         if item.error:
-            status += f": {item.error}"
+            status += f": {own_error(item)}"  # the row names the item already
         rows.append([item.id, _plain(item.type), indent + item.display_name, status])
     return rows
 

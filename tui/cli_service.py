@@ -74,11 +74,11 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
             say("no problems found")
         else:
             fixed = sum(1 for f in report.findings if f.repaired)
-            say(f"{len(report.findings)} problem(s), {fixed} repaired"
+            say(f"{len(report.findings):,} problem(s), {fixed:,} repaired"
                 + ("" if args.repair else "; run `ktui doctor --repair` to fix them"))
         if after is not None:
             say("after the repairs: " + ("no problems found" if after.healthy else
-                                         f"{len(after.findings)} problem(s) left"))
+                                         f"{len(after.findings):,} problem(s) left"))
             for line in finding_lines(after.findings, actions=False):
                 say(line)
     if after is not None:

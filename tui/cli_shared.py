@@ -102,18 +102,19 @@ async def base_config(ks: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def wait_for(ks: Any, sub: Any, roots: Sequence[KnowledgeItem], args: argparse.Namespace) -> WaitOutcome:
-    from ktui.tui.cli_progress import Progress, follow, names_itself, own_error
+    from ktui.tui.cli_progress import Progress, follow
+    from ktui.tui.cli_render import names_itself, own_error
 
     outcome = await follow(ks, sub, roots, Progress(sys.stderr))
     bases = [await ks.get_base(b) for b in dict.fromkeys(r.base_id for r in roots)]
     outcome.over_window = [i for b in bases for i in await ks.items_over_window(b.id) if i.id in outcome.completed_ids]
     if not args.json:
         named = [i for i in outcome.failed if names_itself(i)]
-        summary = f"{outcome.completed} completed, {len(named)} failed"
+        summary = f"{outcome.completed:,} completed, {len(named):,} failed"
         if held := len(outcome.failed) - len(named):  # listed as failed in `ktui items`: say why
-            summary += f" (and {held} folder{'s' if held != 1 else ''} holding failed files)"
+            summary += f" (and {held:,} folder{'s' if held != 1 else ''} holding failed files)"
         if outcome.unfinished:
-            summary += f", {outcome.unfinished} unfinished"
+            summary += f", {outcome.unfinished:,} unfinished"
         err(f"{'stopped' if outcome.unfinished else 'done'}: {summary}")
         if outcome.paused:
             err(f"paused: {outcome.paused}; free some space, then run `ktui wait` to finish")

@@ -121,7 +121,7 @@ def _clean_items(raw: list[Any], base_id: str) -> tuple[list[list[Any]], dict[st
             raise ValidationError.field(label, "needs a known 'type', a 'status' of idle, completed or failed "
                                                "and a 'data' object")
         if (problem := stored_data_problem(ItemType(kind), entry["data"])) is not None:
-            raise ValidationError.field(f"{label}.data", f"of a {kind} item {problem}")
+            raise ValidationError.field(f"{label}.data", f"{problem} (a {kind} item's data)")
         if group is not None and kinds.get(group) not in _CONTAINERS:
             raise ValidationError.field(label, "'group_id' names no folder or sitemap of the index")
         error = entry.get("error") if status == "failed" else None

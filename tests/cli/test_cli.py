@@ -262,7 +262,7 @@ def test_legacy_backup_import(ktui):
     (ktui.work / "data.json").write_text(json.dumps(backup), encoding="utf-8")
     result = ktui("base", "import", "data.json", "--wait")
     out = result.stdout
-    assert "imported from a desktop-client backup: 2 base(s)" in out
+    assert "read a desktop-client backup: 2 base(s), 2 imported" in out
     assert "ready (fake::deterministic), 2 item(s) queued, 1 skipped" in out
     assert "skipped memory m: memory items are not supported by ktui" in out
     assert "warning: threshold 7 dropped" in out and "rerank model 'gone::rr' is not available here; cleared" in out
@@ -743,3 +743,5 @@ def test_a_folder_failed_by_its_file_is_counted_apart_and_errors_do_not_repeat_t
     # once as it happened (by name), once at the end (by path); the folder has no line
     assert failures == ["failed  file binary.md: Not a text file (binary content)",
                         f"failed  file {binary}: Not a text file (binary content)"], added.stderr
+    for shown in (ktui("items", "Mixed", "--all").stdout, ktui("item", "Mixed", "binary.md").stdout):
+        assert "Not a text file (binary content)" in shown and f"(binary content): {binary}" not in shown, shown
