@@ -141,6 +141,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     def command(parent: Any, name: str, help_text: str) -> argparse.ArgumentParser:
         p = parent.add_parser(name, help=help_text, description=help_text)
         _common(p, top=False)
+        p.set_defaults(usage_parser=p)  # a UsageError of this command shows its own usage
         return p
 
     if want("base"):
@@ -387,7 +388,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return _dispatch(parser, args)
     except UsageError as exc:
-        parser.print_usage(sys.stderr)
+        getattr(args, "usage_parser", parser).print_usage(sys.stderr)
         print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -108,6 +108,8 @@ def test_usage_errors_exit_2(ktui):
     assert "name the bases to export, or give --all" in ktui("base", "export", rc=2).stderr
     assert "usage: ktui search [options] BASE [BASE ...] QUERY\n       ktui search [options] --all QUERY" in \
         ktui("search", "--help").stdout
+    refused = ktui("search", "Notes", rc=2).stderr  # a command's own usage, not the top level's
+    assert refused.startswith("usage: ktui search [options] BASE") and "give a base and a query" in refused
     help_text = ktui("--help").stdout
     for command in ("base", "add", "items", "reindex", "rm", "search", "chunks", "models", "rank", "wait", "groups"):
         assert f"    {command}" in help_text

@@ -138,7 +138,10 @@ class ItemTree(Tree[ItemNode]):
         node and label so far, 60–230 ms each, dozens of them. Frozen, the 20,000-file
         folder loads in ~5 s instead of ~12 s and a j/k meanwhile waits p95 ~96 ms instead
         of ~250 ms (tests/benchmarks/test_bench_tui_tree.py). Freezing only defers
-        collecting cycles made before it; reference counting frees everything else."""
+        collecting cycles made before it; reference counting frees everything else. The
+        thaw also thaws what start-up froze (`cli.startup_over`: gc has no partial thaw),
+        so the rare full collections after a big load walk those objects again; frozen
+        for good instead, a reloaded folder's nodes could never be collected."""
         cursor: str | None = None
         try:
             while True:
