@@ -51,11 +51,20 @@ def _first_line(text: str) -> str:
 
 async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     async with service(settings) as ks:
+        waiting = args.repair and args.wait
+        sub = ks.subscribe() if waiting else None  # before the repair queues anything: no event missed
         report = await ks.doctor(repair=args.repair)
         after = None  # with --repair --wait: a second check once the rebuilds are done
-        if args.repair and args.wait and report.findings:
+        if waiting and report.findings:
+            # the progress line of `ktui wait` over what the repair queued (it sat silent for
+            # as long as 15,000 re-queued items took), then the queue's last stragglers
+            roots = await processing_roots(ks, await all_bases(ks))
+            if roots:
+                await wait_for(ks, sub, roots, args)
             await ks.wait_idle(timeout=None)
             after = await ks.doctor(repair=False)
+        if sub is not None:
+            sub.close()
     if args.json:
         dump({
             "repair": args.repair,
@@ -152,11 +161,7 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
         sub = ks.subscribe()
         await ks.wait_recovered()  # what recovery re-queues (failed by a shutdown or a full disk) is waited for too
         bases = [await ks.resolve_base(args.base)] if args.base else await all_bases(ks)
-        roots: list[KnowledgeItem] = []
-        for base in bases:
-            if base.is_usable:
-                roots.extend(i for i in await all_items(ks, base.id, everything=False)
-                             if i.status == ItemStatus.PROCESSING)
+        roots = await processing_roots(ks, bases)
         from ktui.tui.cli_progress import WaitOutcome
 
         outcome = await wait_for(ks, sub, roots, args) if roots else WaitOutcome()
@@ -166,6 +171,16 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     elif not roots:
         err("nothing to do")
     return EXIT_OK if outcome.ok else EXIT_FAILURE
+
+
+async def processing_roots(ks: Any, bases: Sequence[Any]) -> list[KnowledgeItem]:
+    """The roots still `processing` in the usable ones of `bases`: what a wait follows
+    (everything below them comes with them)."""
+    roots: list[KnowledgeItem] = []
+    for base in bases:
+        if base.is_usable:
+            roots.extend(i for i in await all_items(ks, base.id, everything=False) if i.status == ItemStatus.PROCESSING)
+    return roots
 
 
 async def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:

@@ -338,7 +338,8 @@ class KnowledgeRuntimeService:
         assert base.dimensions is not None, "only a usable base has a store"
         async with self.lock(base.id):
             moved = await asyncio.to_thread(self.stores.rebuild, base.id, base.dimensions)
-        log.warning("rebuilding the store of base %s (%s); old file kept as %s", base.id, reason, moved)
+        kept = f"old file kept as {moved}" if moved is not None else "no old file to keep"
+        log.warning("rebuilding the store of base %s (%s); %s", base.id, reason, kept)
 
     async def wait_idle(self, base_id: str | None = None) -> None:
         """Until recovery has queued what it found (and the watched folders' refreshes),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sqlite3
 
 import pytest
@@ -181,6 +182,8 @@ def test_damage_and_doctor_as_the_user_sees_it(tmp_path, server):
     repaired = ktui("doctor", "--repair", "--wait")
     assert "repaired  " + str(store_file) in repaired.stdout
     assert "after the repairs: no problems found" in repaired.stdout
+    # the rebuild, followed as `ktui wait` does (those already done when it looks are not counted)
+    assert re.search(r"^done: [1-4] completed, 0 failed$", repaired.stderr, re.M), repaired.stderr
     assert ".corrupt-" in " ".join(p.name for p in (ktui.home / "bases").iterdir())
     hits = ktui.json("search", "Bad", "cormorant", "--mode", "bm25")
     assert len(hits["results"]) == 4
