@@ -57,8 +57,15 @@ def sweep_room(queue: TaskQueue, concurrency: int) -> int:
 def offers_work(payloads: Iterable[Mapping[str, object]]) -> bool:
     """Whether a batch of another process's notifications (remote.py) announces work this
     one may sweep: items added (``ia``; they start `processing`, and the adder holds at
-    most a handful of them at a time)."""
-    return any(p.get("k") == "ia" for p in payloads)
+    most a handful of them at a time), or claims a closing process gave back (``rel``,
+    work_claims.py)."""
+    return any(p.get("k") in ("ia", "rel") for p in payloads)
+
+
+def offers_containers(payloads: Iterable[Mapping[str, object]]) -> bool:
+    """Whether that work may be a folder or sitemap (swept apart, and otherwise only once
+    a renewal): claims given back, or a root added (a folder is always a root)."""
+    return any(p.get("k") == "rel" or (p.get("k") == "ia" and p.get("g") is None) for p in payloads)
 
 
 def wants_work(queue: TaskQueue, concurrency: int) -> bool:
@@ -144,4 +151,5 @@ async def _wait(event: asyncio.Event, timeout: float) -> None:
         pass
 
 
-__all__ = ["SWEEP_AHEAD", "Heartbeat", "claim_budget", "offers_work", "sweep_room", "wants_work"]
+__all__ = ["SWEEP_AHEAD", "Heartbeat", "claim_budget", "offers_containers", "offers_work", "sweep_room",
+           "wants_work"]

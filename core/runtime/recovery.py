@@ -273,6 +273,11 @@ class Recovery:
                 self.remaining = None
                 self._changed()
 
+    def sweep_containers_next(self) -> None:
+        """The next pass sweeps folders and sitemaps too (shared catalogue), not only once a
+        renewal: another process added a root or gave its claims back (heartbeat.py)."""
+        self._containers_at = None
+
     async def _look(self) -> list[str]:
         """The ids of every unfinished item, roots first, in short reads. On a shared
         catalogue (claims.py) only those this process just claimed: the others' items are

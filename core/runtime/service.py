@@ -48,7 +48,7 @@ from ktui.core.runtime.disk_space import SpaceGuard
 from ktui.core.runtime.events import EventBus
 from ktui.core.runtime.failing import fail_held
 from ktui.core.runtime.following import FolderFollowing, ProcessClaims
-from ktui.core.runtime.heartbeat import Heartbeat, offers_work
+from ktui.core.runtime.heartbeat import Heartbeat, offers_containers, offers_work
 from ktui.core.runtime.indexing import LeafIndexer, ocr_options_for
 from ktui.core.runtime.parse_pool import ParsePool
 from ktui.core.runtime.preparing import ContainerPreparer
@@ -486,6 +486,8 @@ class KnowledgeRuntimeService:
         (heartbeat.py) instead of at the next idle timer."""
         self.remote_interrupts.feed(payloads)
         if self.heartbeat is not None and offers_work(payloads):
+            if offers_containers(payloads):
+                self.recovery.sweep_containers_next()
             self.heartbeat.work_offered()
 
     def _queue_changed(self) -> None:

@@ -104,3 +104,31 @@ async def test_a_process_that_does_not_sweep_ignores_the_announcement(
     finally:
         await one.close()
         await shot.close()
+
+
+async def test_a_folder_a_one_shot_add_left_is_taken_at_once(postgres_server, pg_schema, tmp_path, server, monkeypatch):
+    """`ktui add FOLDER` without --wait on machine two (a one-shot: it starts the folder,
+    then closes, giving its claims back) while machine one runs: one takes the folder and
+    indexes its files at once. Folders are swept apart, once a renewal (an hour here), so
+    only the closing process's `rel` notification, or the added root's `ia`, can bring it."""
+    monkeypatch.setattr(work_claims, "IDLE_SWEEP_EVERY", HOUR)
+    url, clock = postgres_server.url, FakeClock()
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for k in range(6):
+        (folder / f"n{k}.md").write_text(f"# Note {k}\n\nOtters number {k} float.\n", encoding="utf-8")
+    one = await open_machine(url, pg_schema, tmp_path / "one", server.url, "one", clock)
+    shot = await open_machine(url, pg_schema, tmp_path / "shot", server.url, "shot", clock, recover=False)
+    try:
+        await one.wait_idle(timeout=60)
+        base = await shot.create_base("Shared", FAKE_MODEL, None)
+        (root,) = await shot.add_items(base.id, [ItemInput("directory", {"path": str(folder)})])
+        await shot.close()  # the command returns at once: whatever it started is given back
+        await until(lambda: one._runtime.queue.done >= 7, "machine one indexing the folder the one-shot left")
+        assert await one.wait_idle(timeout=60)
+        assert (await one.get_item(root.id)).status == ItemStatus.COMPLETED
+        items = [i async for i in one.iter_items(base.id, group_id=root.id)]
+        assert len(items) == 6 and {i.status for i in items} == {ItemStatus.COMPLETED}
+    finally:
+        await one.close()
+        await shot.close()

@@ -27,13 +27,17 @@ from . import process_leases
 from .catalogue import PgSyncConn
 from .connection import Connections, scrub
 from .leases import ANY_STATUS, CLAIMABLE, SWEEP_LIMIT, Leases
-from .notify import channel_for
+from .notify import ORIGIN_SETTING, channel_for
 
 T = TypeVar("T")
 
 # seconds: one cheap statement a second from each process with a free worker, for work
 # nobody announced (an idle process sweeps at once when another one adds items: heartbeat.py)
 IDLE_SWEEP_EVERY = 1.0
+
+
+_RELEASED = (f"SELECT pg_notify(%s, json_build_object('o', current_setting('{ORIGIN_SETTING}', true), "
+             "'k', 'rel', 'b', '')::text)")
 
 
 class PgWorkClaims:
@@ -206,6 +210,11 @@ class PgWorkClaims:
         def release(con: psycopg.Connection[Any]) -> None:
             self.leases.release(con)
             process_leases.release_folders(con, self.leases)
+            # "claims given back" (here, or by the tasks the close interrupted, each its
+            # own): a sweeping process takes them at once. A folder a one-shot `ktui add`
+            # started preparing waited for the next containers' sweep, up to a third of the
+            # lease TTL (heartbeat.offers_work). Once per process: cheap for everyone.
+            con.execute(_RELEASED, (self._channel,))
 
         try:
             await self._run("release claims", release)
