@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from textual import events
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
@@ -32,7 +33,14 @@ def error_text(exc: BaseException) -> str:
 
 
 class Dialog(ModalScreen):
-    """Base dialog: Escape cancels (dismiss(None)), Ctrl+S runs `action_submit`."""
+    """Base dialog: Escape cancels (dismiss(None)), Ctrl+S runs `action_submit`.
+
+    A dialog's `on_mount` and its actions query its widgets (`query_one`), which exist only
+    once it has composed: `push_screen` puts the screen on the stack at once, but it composes
+    and mounts later, on its own loop. So its actions do nothing until it has mounted, and its
+    mount handlers do not run at all when the screen was taken down before it mounted (the
+    app quitting right after the key that opened it: its widgets are already gone, and the
+    help screen's `query_one(DataTable)` raised NoMatches, taking the app down with it)."""
 
     BINDINGS: ClassVar[list[Binding]] = widget_bindings(["modal.close", "modal.submit"]) + dialog_app_bindings()
 
@@ -44,12 +52,19 @@ class Dialog(ModalScreen):
         """The key bound to `binding_id` (after the user's keymap), for a hint or a button label."""
         return key_hint(self, binding_id)
 
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Mount) and not self.is_attached:
+            return  # pruned before it mounted (the app closing): nothing left to set up
+        await super().on_event(event)
+
     def _on_mount(self) -> None:
         # every dialog lists its own keys (Esc, Ctrl+S, y/n, F2…) in a footer of its own; the main
         # screen's footer behind it would show keys that do nothing while the dialog is open
         self.mount(KeyFooter())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.is_mounted:
+            return False  # not composed yet: the actions' widgets do not exist
         if action == "submit" and type(self).action_submit is Dialog.action_submit:
             return False  # nothing to confirm here (details, help, lists): no "Save" in the footer
         return True
