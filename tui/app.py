@@ -63,6 +63,7 @@ from ktui.tui.screens.common import Dialog, error_text
 from ktui.tui.screens.help import HelpScreen
 from ktui.tui.settings_file import save_top_level
 from ktui.tui.text import clean, literal, shorten
+from ktui.tui.typeahead import KeyTypeahead
 from ktui.tui.widgets.bases_pane import BasesPane
 from ktui.tui.widgets.item_tree import ItemTree
 from ktui.tui.widgets.key_footer import KeyFooter
@@ -78,7 +79,7 @@ _ACTION_NAMES = {a.action.split("(")[0] for a in APP_ACTIONS}
 _PANE_ACTIONS = _ACTION_NAMES - {"help", "quit", "change_theme"}
 
 
-class KtuiApp(PaneSync, BaseAndItemActions, SearchFlow, App[int]):
+class KtuiApp(KeyTypeahead, PaneSync, BaseAndItemActions, SearchFlow, App[int]):
     TITLE = "ktui"
     CSS_PATH = "ktui.tcss"
     BINDINGS = bindings()
@@ -103,6 +104,7 @@ class KtuiApp(PaneSync, BaseAndItemActions, SearchFlow, App[int]):
         `stop_on_signals`: SIGTERM and SIGHUP quit the app like `q` does (set by the real
         launcher only: in tests the process's signals belong to pytest)."""
         super().__init__()
+        self._init_typeahead()  # keys typed while a dialog opens wait for it (tui/typeahead.py)
         self.stop_on_signals = stop_on_signals
         self.stopped_by_signal: str | None = None
         self.settings_file = settings_file

@@ -147,7 +147,10 @@ class AddItemsScreen(FormDialog):
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.active_tab = event.pane.id or self.active_tab
         focus = FIRST_FIELD.get(event.pane.id or "")
-        if focus:
+        # only when the focus is not in the pane already (a click on the tab): after `F3` it
+        # is (the tab follows the focus), and a second focus() queued here would take it
+        # back from the path field a key typed right after `F3` had moved it to
+        if focus and not (self.focused is not None and event.pane in self.focused.ancestors_with_self):
             self.query_one(focus).focus()
 
     def on_directory_tree_file_selected(self, event: DirectoryTree.FileSelected) -> None:
