@@ -46,12 +46,22 @@ enters the DOM, so that is where a key can wait for the one before it.
 
 from __future__ import annotations
 
+import logging
+from functools import partial
 from typing import Any
 
 from textual import events
 from textual.app import App, ScreenStackError
 from textual.message_pump import MessagePump
 from textual.screen import Screen
+
+log = logging.getLogger(__name__)
+
+STUCK_SECONDS = 1.0
+"""A key in flight longer than this lets the keys behind it go anyway. It relies on
+Textual's message queues (a callback queued behind the key on a widget that is removed
+meanwhile might never run): a safety net so that keys can never wait for ever, not part
+of the ordering (keys land within milliseconds)."""
 
 
 class KeyTypeahead:
@@ -61,9 +71,12 @@ class KeyTypeahead:
     _key_in_flight: bool
     _holding_for: Screen[Any] | None
 
+    _flight: int
+
     def _init_typeahead(self) -> None:
         self._held_keys = []
         self._key_in_flight = False
+        self._flight = 0  # numbers the keys put in flight: the safety net's timer names one
         self._holding_for = None  # the screen whose mount the held keys wait for
 
     @property
@@ -111,6 +124,9 @@ class KeyTypeahead:
             key = self._held_keys.pop(0)
             if screen is not None and self._acts(screen, key.key):
                 self._key_in_flight = True
+                self._flight += 1
+                flight = self._flight
+                self._typeahead_app.set_timer(STUCK_SECONDS, partial(self._unstick, flight))
                 focused = self._typeahead_app.focused
                 try:
                     await super().on_event(key)  # type: ignore[misc]
@@ -149,3 +165,9 @@ class KeyTypeahead:
     async def _key_done(self) -> None:
         self._key_in_flight = False
         await self._deliver_held()
+
+    async def _unstick(self, flight: int) -> None:
+        """The safety net (STUCK_SECONDS): the key numbered `flight` has not landed yet."""
+        if self._key_in_flight and self._flight == flight:
+            log.warning("a key's action did not come back within %.1f s; the keys after it go on", STUCK_SECONDS)
+            await self._key_done()
