@@ -24,6 +24,7 @@ items), `app_search.py` (the search workflow) and `commands.py` (the palette).
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.widgets import Input, Label, OptionList, Select
 
@@ -174,6 +176,19 @@ class KtuiApp(KeyTypeahead, PaneSync, BaseAndItemActions, SearchFlow, App[int]):
     @property
     def bases_pane(self) -> BasesPane:
         return self.query_one(BasesPane)
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's terminal driver, or on Linux/macOS `KtuiDriver`: it survives the terminal
+        going away (tui/terminal_driver.py). Tests run headless and never get here."""
+        driver_class = super().get_driver_class()
+        if sys.platform != "win32":
+            from textual.drivers.linux_driver import LinuxDriver
+
+            if driver_class is LinuxDriver:
+                from ktui.tui.terminal_driver import KtuiDriver
+
+                return KtuiDriver
+        return driver_class
 
     @property
     def item_tree(self) -> ItemTree:

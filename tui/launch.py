@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from ktui.core import Settings, default_config_path
@@ -18,7 +19,8 @@ def run_app(settings: Settings, *, demo: bool = False) -> int:
                   stop_on_signals=True)
     result = app.run()
     if app.stopped_by_signal:
-        print(f"ktui: stopped by {app.stopped_by_signal}; unfinished work resumes at the next start", file=sys.stderr)
+        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone (EIO)
+            print(f"ktui: stopped by {app.stopped_by_signal}; unfinished work resumes at the next start", file=sys.stderr)
     if app.return_code not in (None, 0):
         return int(app.return_code)
     return int(result or 0)
