@@ -20,13 +20,9 @@ either way.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 from ktui.core.errors import KnowledgeError
 from ktui.core.models import (
@@ -40,17 +36,21 @@ from ktui.core.models import (
     QueueStats,
     Resync,
 )
+from ktui.tui.cli_bar import (
+    BAR_WIDTH,
+    PLAIN_SECONDS,
+    REDRAW_SECONDS,
+    Figures,
+    Progress,
+    bar_line,
+    describe,
+    duration,
+)
+from ktui.tui.cli_counters import PageCounter, RateMeter, Tally
 from ktui.tui.cli_render import names_itself, own_error
-from ktui.tui.cli_text import printable
 
-BAR_WIDTH = 24
-REDRAW_SECONDS = 0.1  # at most ~10 redraws a second on a terminal
-PLAIN_SECONDS = 10.0  # a summary line at most this often off a terminal
-RATE_WINDOW_SECONDS = 15.0  # the rate (and so the ETA) is measured over this much recent time
 SETTLE_SECONDS = 3.0  # no item may have been found for this long (a folder walk over) before an ETA is shown
 BATCH_SECONDS = 0.05  # let events gather between two passes: coalescing then drops stale states
-
-Clock = Callable[[], float]
 
 
 @dataclass
@@ -71,246 +71,6 @@ class WaitOutcome:
     @property
     def ok(self) -> bool:
         return not self.failed and not self.unfinished
-
-
-class Tally:
-    """Statuses of the followed items with running counters: every change is O(1)."""
-
-    def __init__(self) -> None:
-        self.status: dict[str, ItemStatus] = {}
-        self.completed = 0
-        self.failed_ids: dict[str, None] = {}  # insertion-ordered set
-        self._base_of: dict[str, str] = {}
-        self._by_base: dict[str, set[str]] = {}  # a removed base takes its items with it
-
-    @property
-    def total(self) -> int:
-        return len(self.status)
-
-    @property
-    def failed(self) -> int:
-        return len(self.failed_ids)
-
-    @property
-    def done(self) -> int:
-        return self.completed + len(self.failed_ids)
-
-    def __contains__(self, item_id: object) -> bool:
-        return item_id in self.status
-
-    def track(self, item_id: str, status: ItemStatus, base_id: str | None = None) -> None:
-        """Start following an item (a no-op for one already followed)."""
-        if item_id not in self.status:
-            self.status[item_id] = ItemStatus.IDLE
-            self.set(item_id, status)
-            if base_id is not None:
-                self._base_of[item_id] = base_id
-                self._by_base.setdefault(base_id, set()).add(item_id)
-
-    def set(self, item_id: str, status: ItemStatus) -> bool:
-        """Record a followed item's new status; True when it has just failed."""
-        old = self.status.get(item_id)
-        if old is None:
-            return False
-        self._count(item_id, old, -1)
-        self.status[item_id] = status
-        self._count(item_id, status, +1)
-        return status == ItemStatus.FAILED and old != ItemStatus.FAILED
-
-    def remove(self, item_id: str) -> None:
-        old = self.status.pop(item_id, None)
-        if old is not None:
-            self._count(item_id, old, -1)
-        base_id = self._base_of.pop(item_id, None)
-        if base_id is not None:
-            self._by_base[base_id].discard(item_id)
-
-    def remove_base(self, base_id: str) -> list[str]:
-        """Stop following every item of a deleted base (its rows went without ItemsRemoved);
-        the ids dropped. O(items of that base), once per deleted base."""
-        gone = list(self._by_base.pop(base_id, ()))
-        for item_id in gone:
-            self._base_of.pop(item_id, None)
-            self.remove(item_id)
-        return gone
-
-    def _count(self, item_id: str, status: ItemStatus, sign: int) -> None:
-        if status == ItemStatus.COMPLETED:
-            self.completed += sign
-        elif status == ItemStatus.FAILED:
-            if sign > 0:
-                self.failed_ids[item_id] = None
-            else:
-                self.failed_ids.pop(item_id, None)
-
-
-class PageCounter:
-    """OCR pages of the files being recognised right now, summed with running totals (O(1)
-    per event): a file's count is replaced by its next report and dropped when it moves on."""
-
-    def __init__(self) -> None:
-        self.pages: dict[str, tuple[int, int]] = {}
-        self.done = 0
-        self.total = 0
-
-    def set(self, item_id: str, pages: tuple[int, int] | None) -> None:
-        old = self.pages.pop(item_id, None)
-        if old is not None:
-            self.done -= old[0]
-            self.total -= old[1]
-        if pages is not None:
-            self.pages[item_id] = pages
-            self.done += pages[0]
-            self.total += pages[1]
-
-    def figures(self) -> tuple[int, int] | None:
-        return (self.done, self.total) if self.pages else None
-
-
-class RateMeter:
-    """Items per second over the last `window` seconds (samples are taken at redraws, so
-    the window holds at most a few hundred of them)."""
-
-    def __init__(self, window: float = RATE_WINDOW_SECONDS):
-        self.window = window
-        self._samples: deque[tuple[float, int]] = deque()
-
-    def sample(self, now: float, done: int) -> float | None:
-        self._samples.append((now, done))
-        while len(self._samples) > 2 and now - self._samples[1][0] >= self.window:
-            self._samples.popleft()
-        first_t, first_done = self._samples[0]
-        if now - first_t < 0.5:
-            return None  # too early to say
-        return max(0.0, (done - first_done) / (now - first_t))
-
-
-@dataclass(frozen=True)
-class Figures:
-    """What one progress line shows."""
-
-    done: int
-    total: int
-    failed: int
-    chunks: int
-    rate: float | None  # items per second, None until measurable
-    elapsed: float
-    ocr_pages: tuple[int, int] | None = None  # pages recognised / to recognise in the files OCR is reading
-    counting: bool = False  # a folder is being walked, or one found items within SETTLE_SECONDS
-
-    @property
-    def eta(self) -> float | None:
-        """None while the total still grows: the time left for the items found so far
-        (`ETA 0s` when indexing keeps up with the walk) says nothing about the rest."""
-        if not self.rate or self.done >= self.total or self.counting:
-            return None
-        return (self.total - self.done) / self.rate
-
-
-def duration(seconds: float) -> str:
-    """`42s`, `3m05s`, `2h07m`."""
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-def describe(f: Figures) -> str:
-    """`1,234/20,001 items · 5,678 chunks · OCR 3/12 pages · 123 items/s · ETA 2m41s · 3 failed`."""
-    parts = [f"{f.done:,}/{f.total:,} items", f"{f.chunks:,} chunks"]
-    if f.ocr_pages is not None:
-        done, total = f.ocr_pages
-        parts.append(f"OCR {done:,}/{total:,} page{'s' if total != 1 else ''}")
-    if f.rate is not None:
-        parts.append(f"{f.rate:,.0f} items/s" if f.rate >= 10 else f"{f.rate:.1f} items/s")
-    eta = f.eta
-    if eta is not None:
-        parts.append(f"ETA {duration(eta)}")
-    elif f.counting and f.done < f.total:
-        parts.append("still finding files")
-    if f.failed:
-        parts.append(f"{f.failed:,} failed")
-    return " · ".join(parts)
-
-
-FIGURES_ROOM = 64  # cells kept for the figures before the bar gets any: most lines fit in them
-
-
-def bar_line(figures: Figures, columns: int) -> str:
-    """The bar and the figures in `columns` - 3 cells: a longer line wraps, and the next
-    redraw (`\\r` and erase line) clears only its last row, so every redraw would leave a
-    row behind. The bar's width follows from the terminal's alone (24 cells from 94
-    columns, 10 at 80), so it stays put while the figures change length; a line whose
-    figures leave no room for it goes without, and figures too long are cut with `…`."""
-    text = describe(figures)
-    room = columns - 3  # some terminals wrap on the last column, and Ctrl+C echoes `^C` after the line
-    if room <= 0:
-        return ""
-    width = min(BAR_WIDTH, room - FIGURES_ROOM - 3)
-    if width >= 4 and len(text) + width + 3 <= room:
-        filled = round((figures.done / figures.total if figures.total else 1.0) * width)
-        return f"[{'█' * filled}{'░' * (width - filled)}] {text}"
-    return text if len(text) <= room else text[: room - 1] + "…"
-
-
-class Progress:
-    """Where progress goes: a bar redrawn in place on a terminal, summary lines elsewhere.
-
-    `clock` (seconds, monotonic) decides when to redraw; tests pass a fake one.
-    """
-
-    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None, clock: Clock = time.monotonic,
-                 columns: int | None = None):
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty() if tty is None else tty
-        self.clock = clock
-        self._columns = columns  # None: the terminal's width, read at every draw (it may be resized)
-        self._last_draw: float | None = None
-        self._drawn = False
-        self.draws = 0  # how many times progress was written (the tests count them)
-
-    def line(self, text: str) -> None:
-        """A line of its own (a failure): the bar is cleared first and redrawn later."""
-        self.clear()
-        self.stream.write(printable(text) + "\n")
-        self.stream.flush()
-
-    def due(self) -> bool:
-        """True when it is time for the next progress output."""
-        now = self.clock()
-        interval = REDRAW_SECONDS if self.tty else PLAIN_SECONDS
-        return self._last_draw is None or now - self._last_draw >= interval
-
-    def show(self, figures: Figures, *, force: bool = False) -> None:
-        """Draw the bar (terminal) or print a summary line (elsewhere), at most once per interval."""
-        if not force and not self.due():
-            return
-        self._last_draw = self.clock()
-        self.draws += 1
-        if not self.tty:
-            self.stream.write(f"progress: {describe(figures)}\n")
-            self.stream.flush()
-            return
-        self.stream.write("\r\x1b[2K" + bar_line(figures, self.columns()))
-        self.stream.flush()
-        self._drawn = True
-
-    def columns(self) -> int:
-        if self._columns is not None:
-            return self._columns
-        try:
-            columns = os.get_terminal_size(self.stream.fileno()).columns
-        except (AttributeError, OSError, ValueError):  # not a real terminal after all
-            return 80
-        return columns if columns > 0 else 80  # a pty nobody gave a size
-
-    def clear(self) -> None:
-        if self.tty and self._drawn:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-            self._drawn = False
 
 
 class Follower:
@@ -492,3 +252,9 @@ async def follow(ks: Any, subscription: Any, roots: Sequence[KnowledgeItem],
         if not idle.done():
             idle.cancel()
     return await follower.outcome()
+
+
+__all__ = [  # the counters and the line live in cli_counters.py and cli_bar.py; their names stay importable here
+    "BAR_WIDTH", "PLAIN_SECONDS", "REDRAW_SECONDS", "SETTLE_SECONDS", "Figures", "Follower", "PageCounter", "Progress",
+    "RateMeter", "Tally", "WaitOutcome", "bar_line", "describe", "duration", "follow",
+]
