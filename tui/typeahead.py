@@ -57,11 +57,13 @@ from textual.screen import Screen
 
 log = logging.getLogger(__name__)
 
-STUCK_SECONDS = 1.0
+STUCK_SECONDS = 5.0
 """A key in flight longer than this lets the keys behind it go anyway. It relies on
 Textual's message queues (a callback queued behind the key on a widget that is removed
 meanwhile might never run): a safety net so that keys can never wait for ever, not part
-of the ordering (keys land within milliseconds)."""
+of the ordering (keys land within milliseconds). Not shorter: at 1 s the net fired on a
+machine with both cores busy (a CI run beside two CPU burners) and let `q` past an `F3`
+whose tab switch had not landed yet, into the wrong field."""
 
 
 class KeyTypeahead:
