@@ -125,15 +125,7 @@ class KnowledgeItemService:
         item_type = require_item_type(type)
         group = require_group_filter(group_id)
         page, limit = require_page(page, limit)
-        where, params = ["base_id = ?"], [base_id]
-        if group is None:
-            where.append("group_id IS NULL")
-        elif group is not ANY_GROUP:
-            where.append("group_id = ?")
-            params.append(group)
-        if item_type is not None:
-            where.append("type = ?")
-            params.append(item_type.value)
+        where, params = _listing_filter(base_id, group, item_type)
         clause = " AND ".join(where)
         async with self._db.read() as conn:
             await self._require_base(conn, base_id)
@@ -167,15 +159,7 @@ class KnowledgeItemService:
         group = require_group_filter(group_id)
         after = decode_cursor(cursor)
         limit = require_cursor_limit(limit)
-        where, params = ["base_id = ?"], [base_id]
-        if group is None:
-            where.append("group_id IS NULL")
-        elif group is not ANY_GROUP:
-            where.append("group_id = ?")
-            params.append(group)
-        if item_type is not None:
-            where.append("type = ?")
-            params.append(item_type.value)
+        where, params = _listing_filter(base_id, group, item_type)
         if after is not None:
             where.append(f"(created_at, id) {'<' if newest_first else '>'} (?, ?)")
             params.extend(after)
@@ -348,3 +332,19 @@ class KnowledgeItemService:
                 for row in await cur.fetchall():
                     found[row["id"]] = item_from_row(row)
         return [found[i] for i in dict.fromkeys(item_ids) if i in found]
+
+
+def _listing_filter(base_id: str, group: Any, item_type: Any) -> tuple[list[str], list[Any]]:
+    """The WHERE terms and parameters of a listing (pages by number or by cursor): the
+    base, then roots (`group` None), one container's children, or every level (ANY_GROUP),
+    and the type when one is asked for."""
+    where, params = ["base_id = ?"], [base_id]
+    if group is None:
+        where.append("group_id IS NULL")
+    elif group is not ANY_GROUP:
+        where.append("group_id = ?")
+        params.append(group)
+    if item_type is not None:
+        where.append("type = ?")
+        params.append(item_type.value)
+    return where, params

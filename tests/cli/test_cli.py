@@ -336,6 +336,19 @@ def test_wait_resumes_work_queued_without_wait(ktui):
     assert "nothing to do" in ktui("wait", "Later").stderr
 
 
+def read_to_end(master: int) -> bytes:
+    """What a pty's other end wrote until it closed (EOF, or EIO once the last writer is gone)."""
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            return out
+        if not data:
+            return out
+        out += data
+
+
 def test_progress_bar_on_a_terminal(ktui):
     import pty
 
@@ -348,15 +361,7 @@ def test_progress_bar_on_a_terminal(ktui):
         )
         os.close(slave)
         slave = -1
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
+        chunks = [read_to_end(master)]
     finally:
         if slave != -1:
             os.close(slave)
@@ -396,14 +401,7 @@ def test_ctrl_c_on_a_narrow_terminal_leaves_one_bar_row_and_a_message_of_its_own
             out += os.read(master, 65536)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 130
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            out += data
+        out += read_to_end(master)
     finally:
         server.faults.clear()
         if slave != -1:
